@@ -1,0 +1,50 @@
+# corral — see README.md. Every target that needs containerd runs
+# hack/setup.sh first: it installs what is missing (Debian/Ubuntu, root)
+# and starts a private containerd when none answers.
+GO      ?= go
+BIN     := build/corral
+ENV     := . build/env && export CONTAINERD_ADDRESS &&
+PKGS    := ./...
+
+.PHONY: all setup build image demo test test-unit test-integration fuzz bench vet clean
+
+all: build
+
+setup:
+	@hack/setup.sh
+
+build:
+	$(GO) build -o $(BIN) ./cmd/corral
+
+image: setup build
+	$(ENV) $(BIN) image build
+
+demo: setup build
+	$(ENV) hack/demo.sh $(BIN)
+
+vet:
+	@test -z "$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))" || { echo "gofmt needed:"; gofmt -l .; exit 1; }
+	$(GO) vet $(PKGS)
+
+# Unit tests need no daemon; integration tests (./integration) need root and
+# containerd and fail instead of skipping when CI=true.
+test: setup vet build
+	$(ENV) $(GO) test -count=1 -timeout 40m $(PKGS)
+	$(MAKE) fuzz FUZZTIME=15s
+
+test-unit:
+	$(GO) test -count=1 $$($(GO) list ./... | grep -v /integration)
+
+test-integration: setup
+	$(ENV) $(GO) test -count=1 -timeout 40m -v ./integration/
+
+FUZZTIME ?= 30s
+fuzz:
+	$(GO) test -run '^$$' -fuzz '^FuzzCheck$$' -fuzztime $(FUZZTIME) ./allowlist/
+	$(GO) test -run '^$$' -fuzz '^FuzzCleanPath$$' -fuzztime $(FUZZTIME) ./allowlist/
+
+bench: setup build
+	$(ENV) $(GO) test -run '^$$' -bench . -benchtime 20x ./integration/
+
+clean:
+	rm -rf build

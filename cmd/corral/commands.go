@@ -1,0 +1,249 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/corral-sandbox/corral/allowlist"
+	"github.com/corral-sandbox/corral/mounts"
+	"github.com/corral-sandbox/corral/profiles"
+	"github.com/corral-sandbox/corral/sandbox"
+	"github.com/spf13/cobra"
+)
+
+// globalFlags are the trusted launcher's choices shared by every command.
+type globalFlags struct {
+	address   string
+	namespace string
+	stateDir  string
+	runtime   string
+	image     string
+}
+
+func (g *globalFlags) config(log io.Writer) sandbox.Config {
+	return sandbox.Config{Address: g.address, Namespace: g.namespace, StateDir: g.stateDir, Runtime: g.runtime, Image: g.image, Log: log}
+}
+
+func newRootCommand() *cobra.Command {
+	g := &globalFlags{}
+	root := &cobra.Command{
+		Use:           "corral",
+		Short:         "Run each agent tool call in its own locked-down container",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	pf := root.PersistentFlags()
+	pf.StringVar(&g.address, "address", "", "containerd socket (default $CONTAINERD_ADDRESS, else "+sandbox.DefaultAddress+")")
+	pf.StringVar(&g.namespace, "namespace", sandbox.DefaultNamespace, "containerd namespace")
+	pf.StringVar(&g.stateDir, "state-dir", sandbox.DefaultStateDir, "corral's state directory (sessions, mounts, FIFOs)")
+	pf.StringVar(&g.runtime, "runtime", sandbox.DefaultRuntime, "containerd runtime (shim) name")
+	pf.StringVar(&g.image, "image", "", "tools image (default "+sandbox.DefaultImageRef+", built from this machine's binaries on first use)")
+	root.AddCommand(newRunCommand(g), newCheckCommand(), newImageCommand(g), newGCCommand(g), newProfilesCommand())
+	return root
+}
+
+// sessionFlags fix a session's capability.
+type sessionFlags struct {
+	repo     string
+	profile  string
+	page     string
+	readOnly bool
+	json     bool
+}
+
+func (s *sessionFlags) add(cmd *cobra.Command) {
+	f := cmd.Flags()
+	f.StringVar(&s.repo, "repo", "", "repository root (required)")
+	f.StringVar(&s.profile, "profile", profiles.DefaultName, "profile: a built-in name or a YAML file")
+	f.StringVar(&s.page, "page", "", "page mode: the only writable file, e.g. openwiki/pages/a.md")
+	f.BoolVar(&s.readOnly, "read-only", false, "no writable path at all")
+	f.BoolVar(&s.json, "json", false, "print a JSON result object")
+	_ = cmd.MarkFlagRequired("repo")
+	// Everything after the command name belongs to the command.
+	f.SetInterspersed(false)
+}
+
+func argvFrom(cmd *cobra.Command, args []string) ([]string, error) {
+	if cmd.ArgsLenAtDash() < 0 && len(args) > 0 && strings.HasPrefix(args[0], "-") {
+		return nil, &exitError{code: exitFailed, err: fmt.Errorf("put the command after --: corral %s [flags] -- CMD ARG...", cmd.Name())}
+	}
+	if len(args) == 0 {
+		return nil, &exitError{code: exitFailed, err: fmt.Errorf("no command given: corral %s [flags] -- CMD ARG...", cmd.Name())}
+	}
+	return args, nil
+}
+
+// runOutput is the JSON result object of `corral run`.
+type runOutput struct {
+	*sandbox.Result
+	DurationMS float64            `json:"duration_ms"`
+	Stdout     string             `json:"stdout"`
+	Stderr     string             `json:"stderr"`
+	Refusal    *refusalOutput     `json:"refusal,omitempty"`
+	Changes    []mounts.Change    `json:"changes"`
+	Violations []mounts.Violation `json:"violations"`
+	Session    string             `json:"session,omitempty"`
+}
+
+type refusalOutput struct {
+	Kind  allowlist.Kind `json:"kind"`
+	Index int            `json:"index"`
+	Token string         `json:"token"`
+	Rule  string         `json:"rule"`
+}
+
+func refusalJSON(r *allowlist.Refusal) *refusalOutput {
+	return &refusalOutput{Kind: r.Kind, Index: r.Index, Token: r.Token, Rule: r.Rule}
+}
+
+func newRunCommand(g *globalFlags) *cobra.Command {
+	sf := &sessionFlags{}
+	var diffOut string
+	cmd := &cobra.Command{
+		Use:   "run --repo DIR [flags] -- CMD ARG...",
+		Short: "Run one allowlisted command in a fresh container over the repository",
+		Long: `Checks the argv against the profile before anything starts, runs it in a fresh
+container (read-only view of the repository minus hidden paths, writable
+openwiki/ or one page, no network, seccomp, no capabilities, uid 65534),
+streams its output and exits with its exit code. The change set is
+collected from the write area; --diff-out writes it as a unified patch.
+The repository itself is never written.
+
+Exit codes: the tool's own; 123 change set rejected; 124 a limit killed
+the tool; 125 corral failed; 126 refused by policy (nothing started).`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			argv, err := argvFrom(cmd, args)
+			if err != nil {
+				return err
+			}
+			return runOnce(cmd, g, sf, diffOut, argv)
+		},
+	}
+	sf.add(cmd)
+	cmd.Flags().StringVar(&diffOut, "diff-out", "", "write the change set as a unified patch (git apply-able) to FILE")
+	return cmd
+}
+
+func loadProfile(name string) (*profiles.Profile, error) {
+	p, err := profiles.Load(name)
+	if err != nil {
+		return nil, &exitError{code: exitFailed, err: err}
+	}
+	return p, nil
+}
+
+func runOnce(cmd *cobra.Command, g *globalFlags, sf *sessionFlags, diffOut string, argv []string) error {
+	ctx := cmd.Context()
+	stdout, stderr := cmd.OutOrStdout(), cmd.ErrOrStderr()
+	prof, err := loadProfile(sf.profile)
+	if err != nil {
+		return err
+	}
+	if sf.page != "" && sf.readOnly {
+		return &exitError{code: exitFailed, err: errors.New("--page and --read-only exclude each other")}
+	}
+	exec, err := sandbox.New(ctx, g.config(stderr))
+	if err != nil {
+		return &exitError{code: exitFailed, err: err}
+	}
+	defer exec.Close()
+	sess, err := exec.NewSession(ctx, sandbox.SessionConfig{Repo: sf.repo, Profile: prof, Page: sf.page, ReadOnly: sf.readOnly})
+	if err != nil {
+		return refusalOr(sf.json, stdout, err)
+	}
+	defer sess.Close()
+
+	var streamOut, streamErr io.Writer = stdout, stderr
+	if sf.json {
+		streamOut, streamErr = nil, nil
+	}
+	res, err := sess.Exec(ctx, argv, streamOut, streamErr)
+	if err != nil {
+		return refusalOr(sf.json, stdout, err)
+	}
+	cs, err := sess.Changes()
+	if err != nil {
+		return &exitError{code: exitFailed, err: fmt.Errorf("collecting the change set: %w", err)}
+	}
+	if diffOut != "" && cs.Err() == nil {
+		patch, err := mounts.Patch(cs)
+		if err != nil {
+			return &exitError{code: exitFailed, err: err}
+		}
+		if err := os.WriteFile(diffOut, patch, 0o644); err != nil {
+			return &exitError{code: exitFailed, err: fmt.Errorf("writing --diff-out: %w", err)}
+		}
+	}
+	code := res.ExitCode
+	if res.Killed() {
+		code = exitLimit
+	}
+	if cs.Err() != nil {
+		code = exitRejected
+	}
+	if sf.json {
+		out := runOutput{
+			Result: res, DurationMS: float64(res.Duration.Microseconds()) / 1000,
+			Stdout: string(res.Stdout), Stderr: string(res.Stderr),
+			Changes: cs.Changes, Violations: cs.Violations,
+		}
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(out); err != nil {
+			return err
+		}
+	} else {
+		for _, l := range res.LimitsHit {
+			fmt.Fprintf(stderr, "corral: limit hit: %s\n", describeLimit(l, prof))
+		}
+		if res.StdoutTruncated || res.StderrTruncated {
+			fmt.Fprintf(stderr, "corral: output cut at %s per stream\n", prof.Resources.Output)
+		}
+		if len(cs.Changes) > 0 {
+			fmt.Fprintf(stderr, "corral: %s", cs.Stat())
+		}
+		if err := cs.Err(); err != nil {
+			fmt.Fprintf(stderr, "corral: change set rejected: %v\n", err)
+		}
+	}
+	if code != 0 {
+		return &exitError{code: code}
+	}
+	return nil
+}
+
+func describeLimit(l string, p *profiles.Profile) string {
+	lim := p.Limits()
+	switch l {
+	case sandbox.LimitTimeout:
+		return fmt.Sprintf("timeout after %s; the tool was killed", lim.Timeout)
+	case sandbox.LimitMemory:
+		return fmt.Sprintf("out of memory at %d MiB; the OOM killer ended a process", lim.MemoryBytes>>20)
+	case sandbox.LimitPids:
+		return fmt.Sprintf("process limit %d reached; a fork failed", lim.Pids)
+	case sandbox.LimitOutput:
+		return fmt.Sprintf("output passed %d bytes; the tool was killed", lim.OutputBytes)
+	case sandbox.LimitWriteArea:
+		return fmt.Sprintf("write area full (%d MiB, %d inodes)", lim.WriteAreaBytes>>20, lim.WriteInodes)
+	}
+	return l
+}
+
+// refusalOr turns a policy refusal into exit 126 (with a JSON object when
+// asked) and anything else into exit 125.
+func refusalOr(asJSON bool, stdout io.Writer, err error) error {
+	var r *allowlist.Refusal
+	if !errors.As(err, &r) {
+		return &exitError{code: exitFailed, err: err}
+	}
+	if asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		_ = enc.Encode(map[string]any{"refusal": refusalJSON(r), "exit_code": exitRefused})
+	}
+	return &exitError{code: exitRefused, err: r}
+}

@@ -1,0 +1,302 @@
+package profiles
+
+import (
+	"bytes"
+	"embed"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/containerd/errdefs"
+	"github.com/corral-sandbox/corral/allowlist"
+	units "github.com/docker/go-units"
+	"go.yaml.in/yaml/v3"
+)
+
+//go:embed builtin/*.yaml
+var builtin embed.FS
+
+// DefaultName is the profile used when the launcher names none.
+const DefaultName = "docs"
+
+// AgentConfig lists the files and directories (gitignore syntax) with which
+// a repository could steer an agent; a profile with HideAgentConfig hides
+// them from the view, and no repository ignore file can re-include them.
+var AgentConfig = []string{
+	"AGENTS.md", "AGENT.md", "CLAUDE.md", "GEMINI.md", "opencode.json", "opencode.jsonc",
+	".opencode/", ".mcp.json", ".cursor/", ".cursorrules", ".claude/", ".windsurfrules",
+	".github/copilot-instructions.md", ".aider.conf.yml", ".continue/", ".vscode/",
+}
+
+// Env is the fixed environment of every container: nothing of the
+// supervisor's own environment (where API keys live) reaches it, and
+// callers cannot set variables.
+var Env = []string{
+	"PATH=/usr/bin:/bin",
+	"LANG=C.UTF-8",
+	"HOME=/tmp",
+	"TMPDIR=/tmp",
+}
+
+// Profile is one named policy. The zero value of each resource field means
+// the default (the tight one), never "unlimited".
+type Profile struct {
+	Name        string `yaml:"name"`
+	Description string `yaml:"description"`
+	// Commands names the allowed commands; each must have a grammar in the
+	// built-in tool set (profiles/builtin/tools.yaml).
+	Commands []string `yaml:"commands"`
+	// HideAgentConfig hides AgentConfig from the view.
+	HideAgentConfig bool `yaml:"hide_agent_config"`
+	// Seccomp names the seccomp profile; only "default" exists.
+	Seccomp   string    `yaml:"seccomp"`
+	Resources Resources `yaml:"resources"`
+
+	// Grammars are the grammars of Commands, filled in by Load.
+	Grammars map[string]*allowlist.Command `yaml:"-"`
+}
+
+// Resources are the per-container limits. Sizes are written with units
+// ("512MiB"), durations as Go durations ("60s").
+type Resources struct {
+	Memory      string  `yaml:"memory"`       // memory.limit (and memory+swap), bytes
+	Pids        int64   `yaml:"pids"`         // pids.max
+	CPUs        float64 `yaml:"cpus"`         // CFS quota in CPUs
+	Timeout     string  `yaml:"timeout"`      // wall clock, then SIGKILL
+	Output      string  `yaml:"output"`       // cap on each of stdout, stderr
+	WriteArea   string  `yaml:"write_area"`   // size of the tmpfs under the upperdir
+	WriteInodes int64   `yaml:"write_inodes"` // nr_inodes of that tmpfs
+	Tmp         string  `yaml:"tmp"`          // size of the /tmp tmpfs
+}
+
+// Limits are Resources in numbers.
+type Limits struct {
+	MemoryBytes    int64
+	Pids           int64
+	CPUs           float64
+	Timeout        time.Duration
+	OutputBytes    int64
+	WriteAreaBytes int64
+	WriteInodes    int64
+	TmpBytes       int64
+}
+
+var defaultResources = Resources{
+	Memory: "512MiB", Pids: 64, CPUs: 1, Timeout: "60s", Output: "1MiB",
+	WriteArea: "64MiB", WriteInodes: 8192, Tmp: "16MiB",
+}
+
+// Limits converts r, filling zero fields with the defaults. It fails with
+// errdefs.ErrInvalidArgument naming the field on a malformed or
+// out-of-range value.
+func (r Resources) Limits() (Limits, error) {
+	d := defaultResources
+	pick := func(v, def string) string {
+		if v == "" {
+			return def
+		}
+		return v
+	}
+	var l Limits
+	var err error
+	size := func(field, v string, min, max int64) int64 {
+		if err != nil {
+			return 0
+		}
+		n, e := units.RAMInBytes(v)
+		if e != nil || n < min || n > max {
+			err = fmt.Errorf("resources.%s %q: %w: want a size from %s to %s", field, v, errdefs.ErrInvalidArgument,
+				units.BytesSize(float64(min)), units.BytesSize(float64(max)))
+		}
+		return n
+	}
+	l.MemoryBytes = size("memory", pick(r.Memory, d.Memory), 16<<20, 64<<30)
+	l.OutputBytes = size("output", pick(r.Output, d.Output), 1<<10, 256<<20)
+	l.WriteAreaBytes = size("write_area", pick(r.WriteArea, d.WriteArea), 1<<20, 16<<30)
+	l.TmpBytes = size("tmp", pick(r.Tmp, d.Tmp), 1<<20, 4<<30)
+	if err != nil {
+		return Limits{}, err
+	}
+	l.Timeout, err = time.ParseDuration(pick(r.Timeout, d.Timeout))
+	if err != nil || l.Timeout < 100*time.Millisecond || l.Timeout > 24*time.Hour {
+		return Limits{}, fmt.Errorf("resources.timeout %q: %w: want a duration from 100ms to 24h", r.Timeout, errdefs.ErrInvalidArgument)
+	}
+	l.Pids, l.CPUs, l.WriteInodes = r.Pids, r.CPUs, r.WriteInodes
+	if l.Pids == 0 {
+		l.Pids = d.Pids
+	}
+	if l.CPUs == 0 {
+		l.CPUs = d.CPUs
+	}
+	if l.WriteInodes == 0 {
+		l.WriteInodes = d.WriteInodes
+	}
+	switch {
+	case l.Pids < 4 || l.Pids > 65536:
+		return Limits{}, fmt.Errorf("resources.pids %d: %w: want 4 to 65536", l.Pids, errdefs.ErrInvalidArgument)
+	case l.CPUs < 0.05 || l.CPUs > 256:
+		return Limits{}, fmt.Errorf("resources.cpus %g: %w: want 0.05 to 256", l.CPUs, errdefs.ErrInvalidArgument)
+	case l.WriteInodes < 16 || l.WriteInodes > 1<<24:
+		return Limits{}, fmt.Errorf("resources.write_inodes %d: %w: want 16 to 16777216", l.WriteInodes, errdefs.ErrInvalidArgument)
+	}
+	return l, nil
+}
+
+// Builtins lists the names of the embedded profiles.
+func Builtins() []string {
+	entries, _ := builtin.ReadDir("builtin")
+	var names []string
+	for _, e := range entries {
+		n := strings.TrimSuffix(e.Name(), ".yaml")
+		if n != "tools" {
+			names = append(names, n)
+		}
+	}
+	sort.Strings(names)
+	return names
+}
+
+// Load returns the profile nameOrPath names: an embedded profile by name
+// ("" means DefaultName), or, when it contains a path separator or ends in
+// ".yaml", a file the launcher names. It parses strictly (unknown fields
+// fail), fills in the grammars and validates. Errors wrap
+// errdefs.ErrNotFound (no such profile) or errdefs.ErrInvalidArgument.
+func Load(nameOrPath string) (*Profile, error) {
+	if nameOrPath == "" {
+		nameOrPath = DefaultName
+	}
+	var data []byte
+	var err error
+	if strings.ContainsRune(nameOrPath, filepath.Separator) || strings.HasSuffix(nameOrPath, ".yaml") {
+		data, err = os.ReadFile(nameOrPath)
+	} else {
+		if nameOrPath == "tools" {
+			return nil, fmt.Errorf("profile %q: %w (built-ins: %s)", nameOrPath, errdefs.ErrNotFound, strings.Join(Builtins(), ", "))
+		}
+		data, err = builtin.ReadFile("builtin/" + nameOrPath + ".yaml")
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("profile %q: %w (built-ins: %s)", nameOrPath, errdefs.ErrNotFound, strings.Join(Builtins(), ", "))
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading profile %q: %w", nameOrPath, err)
+	}
+	p, err := Parse(data)
+	if err != nil {
+		return nil, fmt.Errorf("profile %q: %w", nameOrPath, err)
+	}
+	return p, nil
+}
+
+// Parse decodes one profile document strictly and validates it.
+func Parse(data []byte) (*Profile, error) {
+	var p Profile
+	if err := decodeStrict(data, &p); err != nil {
+		return nil, err
+	}
+	grammars, err := Grammars()
+	if err != nil {
+		return nil, err
+	}
+	p.Grammars = map[string]*allowlist.Command{}
+	for _, c := range p.Commands {
+		if g, ok := grammars[c]; ok {
+			p.Grammars[c] = g
+		}
+	}
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	return &p, nil
+}
+
+func decodeStrict(data []byte, v any) error {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(v); err != nil {
+		return fmt.Errorf("%w: %v", errdefs.ErrInvalidArgument, err)
+	}
+	var extra any
+	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
+		return fmt.Errorf("%w: more than one YAML document", errdefs.ErrInvalidArgument)
+	}
+	return nil
+}
+
+// Validate runs the ordered checks; the first failure is returned, wrapping
+// errdefs.ErrInvalidArgument.
+func (p *Profile) Validate() error {
+	for _, check := range []func(*Profile) error{
+		checkName,
+		checkCommands,
+		checkSeccomp,
+		checkResources,
+	} {
+		if err := check(p); err != nil {
+			return fmt.Errorf("%w: %w", errdefs.ErrInvalidArgument, err)
+		}
+	}
+	return nil
+}
+
+func checkName(p *Profile) error {
+	if p.Name == "" {
+		return errors.New("name is empty")
+	}
+	return nil
+}
+
+func checkCommands(p *Profile) error {
+	if len(p.Commands) == 0 {
+		return errors.New("commands is empty")
+	}
+	seen := map[string]bool{}
+	for _, c := range p.Commands {
+		if seen[c] {
+			return fmt.Errorf("command %q listed twice", c)
+		}
+		seen[c] = true
+		if allowlist.NeverAllowed(c) {
+			return fmt.Errorf("command %q can never be allowed (it runs other programs, a shell or the network)", c)
+		}
+		if p.Grammars[c] == nil {
+			return fmt.Errorf("command %q has no grammar in the built-in tool set", c)
+		}
+	}
+	return nil
+}
+
+func checkSeccomp(p *Profile) error {
+	if p.Seccomp != "" && p.Seccomp != "default" {
+		return fmt.Errorf("seccomp %q is unknown (known: default)", p.Seccomp)
+	}
+	return nil
+}
+
+func checkResources(p *Profile) error {
+	_, err := p.Resources.Limits()
+	return err
+}
+
+// Limits returns the profile's resource limits (Validate has checked them).
+func (p *Profile) Limits() Limits {
+	l, err := p.Resources.Limits()
+	if err != nil {
+		panic(fmt.Sprintf("profile %q was not validated: %v", p.Name, err))
+	}
+	return l
+}
+
+// ForcedHides returns the gitignore patterns the profile hides beyond the
+// repository's own ignore files; no repository file can re-include them.
+func (p *Profile) ForcedHides() []string {
+	if !p.HideAgentConfig {
+		return nil
+	}
+	return append([]string(nil), AgentConfig...)
+}

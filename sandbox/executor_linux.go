@@ -1,0 +1,162 @@
+package sandbox
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/containerd/containerd/api/types/runc/options"
+	containerd "github.com/containerd/containerd/v2/client"
+	"github.com/containerd/containerd/v2/pkg/namespaces"
+	"github.com/containerd/errdefs"
+)
+
+// Config is the Executor's long-lived configuration, from the trusted
+// launcher (flags, environment of the launcher), never from the agent.
+type Config struct {
+	// Address of containerd's socket; "" means $CONTAINERD_ADDRESS, else
+	// DefaultAddress.
+	Address string
+	// Namespace in containerd; "" means DefaultNamespace.
+	Namespace string
+	// StateDir holds sessions, FIFOs and the shim's runc root; "" means
+	// DefaultStateDir. It may not contain ':' or ',' (overlay options).
+	StateDir string
+	// Runtime is the containerd shim; "" means DefaultRuntime.
+	Runtime string
+	// Image is the tools image; "" means DefaultImageRef, which is built
+	// from host binaries on first use.
+	Image string
+	// Log receives progress notes such as "building image on first use".
+	// nil discards them.
+	Log io.Writer
+}
+
+// Executor runs invocations through one containerd connection. It is safe
+// for concurrent use. The caller must call Close.
+type Executor struct {
+	cfg    Config
+	client *containerd.Client
+
+	imgOnce sync.Mutex
+	img     containerd.Image
+}
+
+// ResolveAddress applies the address rule: the flag, else
+// $CONTAINERD_ADDRESS, else DefaultAddress.
+func ResolveAddress(flag string) string {
+	if flag != "" {
+		return flag
+	}
+	if a := os.Getenv("CONTAINERD_ADDRESS"); a != "" {
+		return a
+	}
+	return DefaultAddress
+}
+
+// New connects to containerd. When nothing answers at the address the
+// error (wrapping errdefs.ErrUnavailable) says how to start one.
+func New(ctx context.Context, cfg Config) (*Executor, error) {
+	cfg.Address = ResolveAddress(cfg.Address)
+	if cfg.Namespace == "" {
+		cfg.Namespace = DefaultNamespace
+	}
+	if cfg.StateDir == "" {
+		cfg.StateDir = DefaultStateDir
+	}
+	if cfg.Runtime == "" {
+		cfg.Runtime = DefaultRuntime
+	}
+	if cfg.Image == "" {
+		cfg.Image = DefaultImageRef
+	}
+	if cfg.Log == nil {
+		cfg.Log = io.Discard
+	}
+	if !filepath.IsAbs(cfg.StateDir) || strings.ContainsAny(cfg.StateDir, ":,\n") {
+		return nil, fmt.Errorf("state directory %q: %w: want an absolute path without ':', ',' or newlines", cfg.StateDir, errdefs.ErrInvalidArgument)
+	}
+	if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
+		return nil, fmt.Errorf("creating state directory: %w", err)
+	}
+	unavailable := func(err error) error {
+		return fmt.Errorf("%w: no containerd answers at %s (%v); start one (as root: `apt-get install containerd runc && containerd &`, or `make setup` in corral's source tree, which starts a private one) and pass its socket with --address or CONTAINERD_ADDRESS",
+			errdefs.ErrUnavailable, cfg.Address, err)
+	}
+	if _, err := os.Stat(cfg.Address); err != nil {
+		return nil, unavailable(err)
+	}
+	client, err := containerd.New(cfg.Address, containerd.WithDefaultNamespace(cfg.Namespace), containerd.WithTimeout(5*time.Second))
+	if err != nil {
+		return nil, unavailable(err)
+	}
+	vctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if _, err := client.Version(vctx); err != nil {
+		client.Close()
+		return nil, unavailable(err)
+	}
+	return &Executor{cfg: cfg, client: client}, nil
+}
+
+// Close closes the containerd connection.
+func (e *Executor) Close() error { return e.client.Close() }
+
+// Client returns the containerd client (for image builds and gc).
+func (e *Executor) Client() *containerd.Client { return e.client }
+
+// Config returns the resolved configuration.
+func (e *Executor) Config() Config { return e.cfg }
+
+// Context returns ctx in the executor's containerd namespace.
+func (e *Executor) Context(ctx context.Context) context.Context {
+	return namespaces.WithNamespace(ctx, e.cfg.Namespace)
+}
+
+func (e *Executor) runtimeOptions() any {
+	if e.cfg.Runtime != DefaultRuntime {
+		return nil
+	}
+	// The runc.v2 shim's default state root is shared by every containerd
+	// on the host; keep ours under the state directory.
+	return &options.Options{Root: filepath.Join(e.cfg.StateDir, "runc")}
+}
+
+// image returns the tools image, building the default one on first use.
+func (e *Executor) image(ctx context.Context) (containerd.Image, error) {
+	e.imgOnce.Lock()
+	defer e.imgOnce.Unlock()
+	if e.img != nil {
+		return e.img, nil
+	}
+	img, err := e.client.GetImage(ctx, e.cfg.Image)
+	switch {
+	case err == nil:
+	case errdefs.IsNotFound(err) && e.cfg.Image == DefaultImageRef:
+		fmt.Fprintf(e.cfg.Log, "corral: building image %s on first use\n", e.cfg.Image)
+		if _, err := BuildImage(ctx, e.client, DefaultImageSpec()); err != nil {
+			return nil, fmt.Errorf("building image %s: %w", e.cfg.Image, err)
+		}
+		if img, err = e.client.GetImage(ctx, e.cfg.Image); err != nil {
+			return nil, err
+		}
+	case errdefs.IsNotFound(err):
+		if img, err = e.client.Pull(ctx, e.cfg.Image, containerd.WithPullUnpack, containerd.WithPullSnapshotter(snapshotter)); err != nil {
+			return nil, fmt.Errorf("image %s is not in containerd and could not be pulled: %w", e.cfg.Image, err)
+		}
+	default:
+		return nil, fmt.Errorf("getting image %s: %w", e.cfg.Image, err)
+	}
+	if ok, err := img.IsUnpacked(ctx, snapshotter); err != nil || !ok {
+		if err := img.Unpack(ctx, snapshotter); err != nil {
+			return nil, fmt.Errorf("unpacking image %s: %w", e.cfg.Image, err)
+		}
+	}
+	e.img = img
+	return img, nil
+}

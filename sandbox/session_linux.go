@@ -1,0 +1,232 @@
+package sandbox
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/containerd/errdefs"
+	"github.com/corral-sandbox/corral/allowlist"
+	"github.com/corral-sandbox/corral/mounts"
+	"github.com/corral-sandbox/corral/profiles"
+	"github.com/corral-sandbox/corral/seccomp"
+)
+
+// DefaultWriteDir is the write scope's directory.
+const DefaultWriteDir = "openwiki"
+
+// SessionConfig is what the trusted launcher fixes for a session; nothing
+// an agent sends can change it.
+type SessionConfig struct {
+	// Repo is the repository root on the host.
+	Repo string
+	// Profile is the loaded, validated profile.
+	Profile *profiles.Profile
+	// Page, when set, puts the session in page mode: only this file
+	// (repo-relative, under openwiki/) is writable.
+	Page string
+	// ReadOnly sessions may write nothing.
+	ReadOnly bool
+}
+
+// Policy is the permission side of a session: the trusted capability,
+// the hidden set computed from the base repository and the view built on
+// it. It needs no containerd; `corral check` uses it alone.
+type Policy struct {
+	Repo    string
+	Scope   allowlist.Scope
+	Profile *profiles.Profile
+
+	limits profiles.Limits
+	hidden *mounts.HiddenSet
+	view   *mounts.View
+	plan   mounts.Plan
+}
+
+// Session is a Policy plus what makes it enforceable: its seccomp profile
+// and (once the first invocation runs) its host mounts. Each Exec is still
+// a fresh container. The caller must call Close.
+type Session struct {
+	*Policy
+	ID string
+
+	exec    *Executor
+	seccomp *seccomp.Profile
+
+	mu     sync.Mutex
+	layout *mounts.Layout
+	closed bool
+	seq    atomic.Int64
+}
+
+// NewPolicy validates the launcher's choices and computes the hidden set
+// from the base repository. It mounts nothing and starts nothing. Errors
+// wrap errdefs.ErrInvalidArgument (bad page, bad repo) or
+// errdefs.ErrFailedPrecondition (a layout corral will not start on, e.g.
+// openwiki/ is a symlink), or are a *allowlist.Refusal (a hidden page).
+func NewPolicy(cfg SessionConfig) (*Policy, error) {
+	if cfg.Profile == nil {
+		return nil, fmt.Errorf("session: %w: no profile", errdefs.ErrInvalidArgument)
+	}
+	repo, err := filepath.Abs(cfg.Repo)
+	if err != nil {
+		return nil, err
+	}
+	if st, err := os.Stat(repo); err != nil || !st.IsDir() {
+		return nil, fmt.Errorf("repository %s: %w: not a directory", cfg.Repo, errdefs.ErrInvalidArgument)
+	}
+	scope := allowlist.Scope{Dir: DefaultWriteDir, ReadOnly: cfg.ReadOnly}
+	if cfg.Page != "" {
+		page, err := allowlist.CleanPath(cfg.Page)
+		if err != nil {
+			return nil, fmt.Errorf("page %q: %w", cfg.Page, err)
+		}
+		if !strings.HasPrefix(page, DefaultWriteDir+"/") {
+			return nil, fmt.Errorf("page %q: %w: must be a file under %s/", cfg.Page, errdefs.ErrInvalidArgument, DefaultWriteDir)
+		}
+		scope = allowlist.Scope{Page: page, ReadOnly: cfg.ReadOnly}
+	}
+	limits := cfg.Profile.Limits()
+	plan := mounts.Plan{
+		Repo: repo, WriteDir: DefaultWriteDir, Page: scope.Page, ReadOnly: cfg.ReadOnly,
+		AreaBytes: limits.WriteAreaBytes, AreaInodes: limits.WriteInodes,
+		UID: ContainerUID, GID: ContainerGID,
+	}
+	if cfg.ReadOnly {
+		plan.WriteDir, plan.Page = "", ""
+	}
+	if err := mounts.CheckStart(plan); err != nil {
+		return nil, err
+	}
+	hidden, err := mounts.ComputeHidden(repo, mounts.HideOptions{
+		IgnoreFileName: ".openwikiignore", WriteDir: DefaultWriteDir, Forced: cfg.Profile.ForcedHides(),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("computing the hidden set: %w", err)
+	}
+	view := mounts.NewView(repo, hidden)
+	if scope.Page != "" {
+		if rule, h := view.Hidden(scope.Page); h {
+			return nil, &allowlist.Refusal{Kind: allowlist.KindPath, Index: -1, Token: scope.Page, Rule: rule}
+		}
+	}
+	return &Policy{Repo: repo, Scope: scope, Profile: cfg.Profile, limits: limits, hidden: hidden, view: view, plan: plan}, nil
+}
+
+// NewSession builds the session's Policy (see NewPolicy for its errors).
+// Host mounts are made when the first invocation runs, so a refused
+// invocation leaves no trace.
+func (e *Executor) NewSession(ctx context.Context, cfg SessionConfig) (*Session, error) {
+	p, err := NewPolicy(cfg)
+	if err != nil {
+		return nil, err
+	}
+	sc, err := seccomp.LoadDefault()
+	if err != nil {
+		return nil, err
+	}
+	var id [6]byte
+	if _, err := rand.Read(id[:]); err != nil {
+		return nil, err
+	}
+	return &Session{Policy: p, ID: hex.EncodeToString(id[:]), exec: e, seccomp: sc}, nil
+}
+
+// View returns the view policy checks consult.
+func (p *Policy) View() allowlist.View { return p.view }
+
+// Check decides argv against the profile, view and scope, and returns the
+// normalized argv that would run, or a *allowlist.Refusal. It runs nothing.
+func (p *Policy) Check(argv []string) (allowlist.Decision, error) {
+	return allowlist.Check(p.Profile.Grammars, p.view, p.Scope, argv)
+}
+
+// Exec checks argv and, when permitted, runs it in a fresh container;
+// stdout and stderr (may be nil) receive the output as it arrives. A
+// refusal is returned as a *allowlist.Refusal with nothing started.
+func (s *Session) Exec(ctx context.Context, argv []string, stdout, stderr io.Writer) (*Result, error) {
+	d, err := s.Check(argv)
+	if err != nil {
+		return nil, err
+	}
+	return s.ExecWithoutPolicy(ctx, d.Argv, stdout, stderr)
+}
+
+// ExecWithoutPolicy runs argv with no allowlist check. It exists so that
+// integration tests can prove the kernel boundary (mounts, seccomp,
+// namespaces, limits) holds where the policy has a hole — the hostile
+// cases' in_box steps. Neither the CLI nor the server calls it.
+func (s *Session) ExecWithoutPolicy(ctx context.Context, argv []string, stdout, stderr io.Writer) (*Result, error) {
+	if err := s.prepare(); err != nil {
+		return nil, err
+	}
+	return s.run(ctx, argv, stdout, stderr)
+}
+
+func (s *Session) prepare() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return errClosed
+	}
+	if s.layout != nil {
+		return nil
+	}
+	l, err := mounts.Prepare(filepath.Join(s.exec.cfg.StateDir, "sessions", s.ID), s.plan, s.hidden)
+	if err != nil {
+		return fmt.Errorf("preparing session mounts: %w", err)
+	}
+	s.layout = l
+	// gc leaves alone the sessions of a live supervisor.
+	return os.WriteFile(filepath.Join(l.Dir, "owner.pid"), []byte(strconv.Itoa(os.Getpid())), 0o600)
+}
+
+// Changes collects the session's change set from its write area. Paths
+// hidden by the session's rules are violations too (a new file matching an
+// ignore rule). It reads only after the containers have exited.
+func (s *Session) Changes() (*mounts.ChangeSet, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.layout == nil || s.plan.ReadOnly {
+		return &mounts.ChangeSet{}, nil
+	}
+	lim := mounts.DefaultLimits()
+	var cs *mounts.ChangeSet
+	var err error
+	if s.plan.Page != "" {
+		cs, err = mounts.CollectPage(s.layout.PageCopy, filepath.Join(s.layout.View, filepath.FromSlash(s.plan.Page)), s.plan.Page, lim)
+	} else {
+		cs, err = mounts.Collect(s.layout.Upper, s.layout.Base, s.plan.WriteDir, lim)
+	}
+	if err != nil {
+		return nil, err
+	}
+	for _, c := range cs.Changes {
+		if rule, h := s.view.Hidden(c.Path); h {
+			cs.Violations = append(cs.Violations, mounts.Violation{Path: c.Path, Reason: rule})
+		}
+	}
+	return cs, nil
+}
+
+// Close unmounts the session's host mounts and removes its state. It is
+// safe to call more than once.
+func (s *Session) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.closed = true
+	if s.layout == nil {
+		return nil
+	}
+	err := s.layout.Close()
+	s.layout = nil
+	return err
+}
