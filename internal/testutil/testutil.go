@@ -1,0 +1,205 @@
+// Package testutil holds the shared set-up of corral's integration tests:
+// finding containerd (and failing, not skipping, when CI=true), a state
+// directory, the test image, and declarative hostile trees.
+package testutil
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	containerd "github.com/containerd/containerd/v2/client"
+	"github.com/corral-sandbox/corral/sandbox"
+)
+
+// Namespace is the containerd namespace integration tests use.
+const Namespace = "corral-test"
+
+// TestImageRef is the default tools image plus busybox and the probe.
+const TestImageRef = "localhost/corral/test:latest"
+
+// RequireRoot skips without root, or fails when CI=true.
+func RequireRoot(t testing.TB) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		missing(t, "root is required")
+	}
+}
+
+func missing(t testing.TB, why string) {
+	t.Helper()
+	if os.Getenv("CI") == "true" {
+		t.Fatalf("%s, and CI=true: integration tests may not skip", why)
+	}
+	t.Skip(why)
+}
+
+// Address returns the containerd address the tests use: $CONTAINERD_ADDRESS,
+// else the default socket.
+func Address() string { return sandbox.ResolveAddress("") }
+
+// RequireContainerd skips when no containerd answers, or fails when CI=true.
+func RequireContainerd(t testing.TB) {
+	t.Helper()
+	RequireRoot(t)
+	c, err := containerd.New(Address(), containerd.WithTimeout(3*time.Second))
+	if err != nil {
+		missing(t, "no containerd at "+Address()+": "+err.Error()+" (run `make setup`)")
+		return
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	if _, err := c.Version(ctx); err != nil {
+		missing(t, "containerd at "+Address()+" does not answer: "+err.Error())
+	}
+}
+
+var (
+	stateOnce sync.Once
+	stateDir  string
+)
+
+// StateDir is one state directory for the whole test binary
+// ($CORRAL_IT_STATE_DIR when set, so a child supervisor can share it).
+func StateDir(t testing.TB) string {
+	stateOnce.Do(func() {
+		if d := os.Getenv("CORRAL_IT_STATE_DIR"); d != "" {
+			stateDir = d
+			return
+		}
+		d, err := os.MkdirTemp("", "corral-it-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		stateDir = d
+	})
+	return stateDir
+}
+
+var (
+	imageOnce sync.Once
+	imageErr  error
+)
+
+// Executor connects to containerd for a test, with the test image built
+// once per test binary. It is closed in t.Cleanup.
+func Executor(t testing.TB) *sandbox.Executor {
+	t.Helper()
+	RequireContainerd(t)
+	ctx := context.Background()
+	e, err := sandbox.New(ctx, sandbox.Config{Namespace: Namespace, StateDir: StateDir(t), Image: TestImageRef})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close() })
+	imageOnce.Do(func() { imageErr = buildTestImage(e) })
+	if imageErr != nil {
+		t.Fatalf("building the test image: %v", imageErr)
+	}
+	return e
+}
+
+// ProbePath is where the probe binary is built on the host.
+func ProbePath() string { return filepath.Join(os.TempDir(), "corral-probe") }
+
+func buildTestImage(e *sandbox.Executor) error {
+	root, err := moduleRoot()
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command("go", "build", "-o", ProbePath(), "./integration/probe")
+	cmd.Dir = root
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return &buildError{out: string(out), err: err}
+	}
+	spec := sandbox.DefaultImageSpec()
+	spec.Ref = TestImageRef
+	busybox, err := exec.LookPath("busybox")
+	if err != nil {
+		return err
+	}
+	spec.Files = map[string]string{"/usr/bin/busybox": busybox, "/usr/bin/probe": ProbePath()}
+	_, err = sandbox.BuildImage(e.Context(context.Background()), e.Client(), spec)
+	return err
+}
+
+type buildError struct {
+	out string
+	err error
+}
+
+func (b *buildError) Error() string { return "building probe: " + b.err.Error() + ": " + b.out }
+
+func moduleRoot() (string, error) {
+	out, err := exec.Command("go", "env", "GOMOD").Output()
+	if err != nil {
+		return "", err
+	}
+	return filepath.Dir(strings.TrimSpace(string(out))), nil
+}
+
+// Tree creates files in dir from a declarative description, in the spirit
+// of securejoin's CreateTree: "path" → content; content "-> target" makes a
+// symlink; a path ending in "/" makes a directory.
+func Tree(t testing.TB, dir string, files map[string]string) {
+	t.Helper()
+	for p, content := range files {
+		full := filepath.Join(dir, filepath.FromSlash(p))
+		if strings.HasSuffix(p, "/") {
+			if err := os.MkdirAll(full, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if target, ok := strings.CutPrefix(content, "-> "); ok {
+			if err := os.Symlink(target, full); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		if err := os.WriteFile(full, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// Snapshot hashes every entry under dir (type, mode, content or link
+// target), for "the repository is byte-identical afterwards" checks.
+func Snapshot(t testing.TB, dir string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	err := filepath.Walk(dir, func(p string, info os.FileInfo, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		switch {
+		case info.Mode()&os.ModeSymlink != 0:
+			target, _ := os.Readlink(p)
+			out[rel] = "link:" + target
+		case info.IsDir():
+			out[rel] = "dir:" + info.Mode().String()
+		default:
+			data, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			out[rel] = info.Mode().String() + ":" + string(data)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
