@@ -15,6 +15,7 @@ setup:
 
 build:
 	$(GO) build -o $(BIN) ./cmd/corral
+	CGO_ENABLED=0 $(GO) build -o build/corral-init ./cmd/corral-init
 
 image: setup build
 	$(ENV) $(BIN) image build

@@ -48,6 +48,7 @@ type Plan struct {
 //	           WriteDir owned by UID:GID (so existing pages are editable)
 //	Dir/area   size- and inode-limited tmpfs with upper/ and work/, or page
 //	Dir/write  overlay lowerdir=base,upperdir=area/upper: the write area
+//	Dir/ctl    argv files for corral-init, bound read-only at /.corral/ctl
 //
 // Mounts are made once per session and bound into each container; Close
 // unmounts them deepest first. A crash leaves them for Sweep to find.
@@ -64,6 +65,8 @@ type Layout struct {
 	Write string
 	// PageCopy is the session's copy of the assigned page (page mode).
 	PageCopy string
+	// Ctl holds the argv files handed to corral-init (bound read-only).
+	Ctl string
 }
 
 // overlayOptions keep the overlay simple enough for the diff collector to
@@ -149,6 +152,7 @@ func Prepare(dir string, plan Plan, hidden *HiddenSet) (l *Layout, retErr error)
 		Dir: dir, Plan: plan,
 		Repo: filepath.Join(dir, "repo"), WH: filepath.Join(dir, "wh"), View: filepath.Join(dir, "view"),
 		Base: filepath.Join(dir, "base"), Area: filepath.Join(dir, "area"), Write: filepath.Join(dir, "write"),
+		Ctl: filepath.Join(dir, "ctl"),
 	}
 	l.Upper = filepath.Join(l.Area, "upper")
 	l.Work = filepath.Join(l.Area, "work")
@@ -175,6 +179,9 @@ func Prepare(dir string, plan Plan, hidden *HiddenSet) (l *Layout, retErr error)
 		if err := os.Mkdir(d, 0o700); err != nil {
 			return nil, err
 		}
+	}
+	if err := os.Mkdir(l.Ctl, 0o755); err != nil {
+		return nil, err
 	}
 	if err := bindRepo(plan.Repo, l.Repo); err != nil {
 		return nil, err

@@ -127,6 +127,17 @@ func (e *Executor) runtimeOptions() any {
 	return &options.Options{Root: filepath.Join(e.cfg.StateDir, "runc")}
 }
 
+// staleInit reports whether the image's corral-init differs from the one
+// this corral would put there.
+func staleInit(labels map[string]string) bool {
+	p := FindInit()
+	if p == "" {
+		return false
+	}
+	sum, err := fileSHA256(p)
+	return err == nil && labels[labelInit] != sum
+}
+
 // image returns the tools image, building the default one on first use.
 func (e *Executor) image(ctx context.Context) (containerd.Image, error) {
 	e.imgOnce.Lock()
@@ -135,6 +146,13 @@ func (e *Executor) image(ctx context.Context) (containerd.Image, error) {
 		return e.img, nil
 	}
 	img, err := e.client.GetImage(ctx, e.cfg.Image)
+	if err == nil && e.cfg.Image == DefaultImageRef && staleInit(img.Labels()) {
+		fmt.Fprintf(e.cfg.Log, "corral: rebuilding image %s (corral-init changed)\n", e.cfg.Image)
+		if _, err := BuildImage(ctx, e.client, DefaultImageSpec()); err != nil {
+			return nil, fmt.Errorf("building image %s: %w", e.cfg.Image, err)
+		}
+		img, err = e.client.GetImage(ctx, e.cfg.Image)
+	}
 	switch {
 	case err == nil:
 	case errdefs.IsNotFound(err) && e.cfg.Image == DefaultImageRef:

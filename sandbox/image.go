@@ -49,6 +49,9 @@ type ImageSpec struct {
 	// there (mode kept). Used for data such as file(1)'s magic database,
 	// and by tests for a static probe binary.
 	Files map[string]string
+	// Dirs are extra directories (absolute in-image paths, mode 0755),
+	// e.g. mount points.
+	Dirs []string
 }
 
 // BuildResult reports what BuildImage did.
@@ -64,7 +67,11 @@ type BuildResult struct {
 	Bytes int64 `json:"bytes"`
 }
 
-const labelLayer = LabelPrefix + "layer"
+const (
+	labelLayer = LabelPrefix + "layer"
+	// labelInit is the sha256 of the image's corral-init, when it has one.
+	labelInit = LabelPrefix + "init"
+)
 
 // BuildImage assembles a rootfs from host binaries as one deterministic
 // layer (fixed mtimes, root ownership, sorted entries) and imports it into
@@ -95,8 +102,13 @@ func BuildImage(ctx context.Context, client *containerd.Client, spec ImageSpec) 
 	if err != nil {
 		return nil, err
 	}
-	imgs, err := client.Import(ctx, bytes.NewReader(archive),
-		containerd.WithImageLabels(map[string]string{labelLayer: layerDigest.String(), LabelOwner: "corral"}))
+	labels := map[string]string{labelLayer: layerDigest.String(), LabelOwner: "corral"}
+	if host, ok := spec.Files[initPath]; ok {
+		if labels[labelInit], err = fileSHA256(host); err != nil {
+			return nil, err
+		}
+	}
+	imgs, err := client.Import(ctx, bytes.NewReader(archive), containerd.WithImageLabels(labels))
 	if err != nil {
 		return nil, fmt.Errorf("importing image %q: %w", spec.Ref, err)
 	}
@@ -207,6 +219,9 @@ func buildLayer(spec ImageSpec) ([]byte, []string, error) {
 			return nil, nil, err
 		}
 	}
+	for _, d := range spec.Dirs {
+		r.dir(strings.TrimPrefix(d, "/"), 0o755)
+	}
 	for in, host := range spec.Files {
 		st, err := os.Stat(host)
 		if err != nil {
@@ -237,6 +252,35 @@ func buildLayer(spec ImageSpec) ([]byte, []string, error) {
 	sort.Strings(tools)
 	layer, err := writeLayer(r, inline)
 	return layer, tools, err
+}
+
+func fileSHA256(p string) (string, error) {
+	data, err := os.ReadFile(p)
+	if err != nil {
+		return "", err
+	}
+	return digest.FromBytes(data).Encoded(), nil
+}
+
+// FindInit returns the host path of corral-init: $CORRAL_INIT, else
+// corral-init next to the running executable, else the libexec
+// directories. "" when none exists: containers are then created on the
+// call's critical path.
+func FindInit() string {
+	var candidates []string
+	if p := os.Getenv("CORRAL_INIT"); p != "" {
+		candidates = append(candidates, p)
+	}
+	if exe, err := os.Executable(); err == nil {
+		candidates = append(candidates, filepath.Join(filepath.Dir(exe), "corral-init"))
+	}
+	candidates = append(candidates, "/usr/local/libexec/corral/corral-init", "/usr/libexec/corral/corral-init")
+	for _, c := range candidates {
+		if st, err := os.Stat(c); err == nil && st.Mode().IsRegular() {
+			return c
+		}
+	}
+	return ""
 }
 
 func lookPath(name string) (string, error) {

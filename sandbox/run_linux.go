@@ -18,6 +18,7 @@ import (
 	"github.com/containerd/containerd/v2/core/leases"
 	"github.com/containerd/containerd/v2/pkg/cio"
 	"github.com/containerd/errdefs"
+	specs "github.com/opencontainers/runtime-spec/specs-go"
 )
 
 // Limit names, as reported in Result.LimitsHit.
@@ -58,8 +59,9 @@ func (r *Result) Killed() bool {
 	return false
 }
 
-// cappedWriter keeps at most limit bytes and forwards them to w; past the
-// cap it drops the rest (so the copy never blocks) and signals once.
+// cappedWriter keeps at most limit bytes and forwards them to its target;
+// past the cap it drops the rest (so the copy never blocks) and signals
+// over once.
 type cappedWriter struct {
 	mu        sync.Mutex
 	w         io.Writer
@@ -68,6 +70,12 @@ type cappedWriter struct {
 	truncated bool
 	over      chan struct{}
 	once      *sync.Once
+}
+
+func (c *cappedWriter) setTarget(w io.Writer) {
+	c.mu.Lock()
+	c.w = w
+	c.mu.Unlock()
 }
 
 func (c *cappedWriter) Write(p []byte) (int, error) {
@@ -95,72 +103,203 @@ func (c *cappedWriter) bytes() ([]byte, bool) {
 	return bytes.Clone(c.buf.Bytes()), c.truncated
 }
 
-// run creates a fresh container for argv, runs it to completion under the
-// limits and removes it. stdout and stderr (may be nil) receive the output
-// as it arrives, up to the cap.
-func (s *Session) run(ctx context.Context, argv []string, stdout, stderr io.Writer) (res *Result, retErr error) {
+// container is one created (namespaces, mounts, seccomp filter, cgroup)
+// but not yet started container. With corral-init in the image it is made
+// before the call arrives and the argv is handed over through argvFile;
+// without, it is made for one known argv.
+type container struct {
+	id        string
+	c         containerd.Container
+	task      containerd.Task
+	statusC   <-chan containerd.ExitStatus
+	out, errw *cappedWriter
+	over      chan struct{}
+	argvFile  string // "" when the argv is in the spec
+	lease     leases.Lease
+}
+
+// Paths of the init protocol inside the container (see cmd/corral-init).
+const (
+	initPath = "/.corral/init"
+	ctlPath  = "/.corral/ctl"
+)
+
+// create makes a container for this session. argv nil means "through
+// corral-init": the argv is written to the session's control directory
+// just before the start.
+func (s *Session) create(argv []string) (_ *container, retErr error) {
 	e := s.exec
 	lim := s.limits
-	ctx = e.Context(ctx)
+	ctx := e.Context(context.Background())
 	id := fmt.Sprintf("corral-%s-%d", s.ID, s.seq.Add(1))
 	labels := map[string]string{LabelOwner: "corral", LabelSession: s.ID, LabelStateDir: e.cfg.StateDir, LabelPID: strconv.Itoa(os.Getpid())}
 
-	ctx, done, err := e.client.WithLease(ctx, leases.WithExpiration(lim.Timeout+10*time.Minute), leases.WithLabels(labels))
+	// The lease holds the snapshot until the container is deleted; its
+	// expiry lets containerd's GC reclaim it after a crash.
+	l, err := e.client.LeasesService().Create(ctx, leases.WithRandomID(), leases.WithExpiration(lim.Timeout+30*time.Minute), leases.WithLabels(labels))
 	if err != nil {
 		return nil, fmt.Errorf("creating lease: %w", err)
 	}
-	cleanupCtx := context.WithoutCancel(ctx)
-	defer done(cleanupCtx)
+	ctx = leases.WithLease(ctx, l.ID)
+	c := &container{id: id, lease: l}
+	defer func() {
+		if retErr != nil {
+			s.destroy(c)
+		}
+	}()
 
 	img, err := e.image(ctx)
 	if err != nil {
 		return nil, err
 	}
-	container, err := e.client.NewContainer(ctx, id,
+	process := argv
+	ms := s.layout.Mounts()
+	if argv == nil {
+		c.argvFile = filepath.Join(s.layout.Ctl, id)
+		process = []string{initPath, ctlPath + "/" + id}
+		ms = append(ms, specs.Mount{Destination: ctlPath, Type: "bind", Source: s.layout.Ctl,
+			Options: []string{"rbind", "ro", "nosuid", "nodev", "noexec", "rprivate"}})
+	}
+	cc, err := e.client.NewContainer(ctx, id,
 		containerd.WithSnapshotter(snapshotter),
 		containerd.WithNewSnapshotView(id, img),
 		containerd.WithContainerLabels(labels),
 		containerd.WithRuntime(e.cfg.Runtime, e.runtimeOptions()),
 		containerd.WithNewSpec(specOpts(specInput{
-			Namespace: e.cfg.Namespace, ID: id, Argv: argv, Limits: lim,
-			Seccomp: s.seccomp, Mounts: s.layout.Mounts(),
+			Namespace: e.cfg.Namespace, ID: id, Argv: process, Limits: lim,
+			Seccomp: s.seccomp, Mounts: ms,
 		})...),
 	)
 	if err != nil {
 		return nil, fmt.Errorf("creating container %s: %w", id, err)
 	}
-	defer func() {
-		if err := container.Delete(cleanupCtx, containerd.WithSnapshotCleanup); err != nil && !errdefs.IsNotFound(err) && retErr == nil {
-			retErr = fmt.Errorf("deleting container %s: %w", id, err)
-		}
-	}()
+	c.c = cc
 
-	over := make(chan struct{})
+	c.over = make(chan struct{})
 	once := &sync.Once{}
-	out := &cappedWriter{w: stdout, limit: lim.OutputBytes, over: over, once: once}
-	errw := &cappedWriter{w: stderr, limit: lim.OutputBytes, over: over, once: once}
+	c.out = &cappedWriter{limit: lim.OutputBytes, over: c.over, once: once}
+	c.errw = &cappedWriter{limit: lim.OutputBytes, over: c.over, once: once}
 	fifoDir := filepath.Join(e.cfg.StateDir, "fifo")
 	if err := os.MkdirAll(fifoDir, 0o700); err != nil {
 		return nil, err
 	}
-	task, err := container.NewTask(ctx, cio.NewCreator(cio.WithStreams(nil, out, errw), cio.WithFIFODir(fifoDir)))
+	task, err := cc.NewTask(ctx, cio.NewCreator(cio.WithStreams(nil, c.out, c.errw), cio.WithFIFODir(fifoDir)))
 	if err != nil {
 		return nil, fmt.Errorf("creating task %s: %w", id, err)
 	}
-	taskDeleted := false
-	defer func() {
-		if !taskDeleted {
-			_, _ = task.Delete(cleanupCtx, containerd.WithProcessKill)
-		}
-	}()
-	statusC, err := task.Wait(ctx)
-	if err != nil {
+	c.task = task
+	// Wait before Start, so the exit can never be missed.
+	if c.statusC, err = task.Wait(ctx); err != nil {
 		return nil, fmt.Errorf("waiting on task %s: %w", id, err)
 	}
-	res = &Result{Argv: argv}
+	return c, nil
+}
+
+// destroy kills and deletes the container, its snapshot, its argv file and
+// its lease, tolerating what is already gone.
+func (s *Session) destroy(c *container) {
+	ctx := leases.WithLease(s.exec.Context(context.Background()), c.lease.ID)
+	if c.task != nil {
+		// A created but never started task cannot be deleted directly.
+		_, _ = c.task.Delete(ctx, containerd.WithProcessKill)
+	}
+	if c.c != nil {
+		if err := c.c.Delete(ctx, containerd.WithSnapshotCleanup); err != nil && !errdefs.IsNotFound(err) {
+			fmt.Fprintf(s.exec.cfg.Log, "corral: deleting container %s: %v\n", c.id, err)
+		}
+	}
+	if c.argvFile != "" {
+		_ = os.Remove(c.argvFile)
+	}
+	_ = s.exec.client.LeasesService().Delete(s.exec.Context(context.Background()), c.lease)
+}
+
+// run executes argv in a fresh container: the one prepared in advance when
+// there is one, else one made now. The used container is deleted, and the
+// next one prepared, after the result is returned (Close waits for that).
+func (s *Session) run(ctx context.Context, argv []string, stdout, stderr io.Writer) (*Result, error) {
+	c := s.takeReady()
+	if c == nil {
+		var err error
+		if s.warm {
+			c, err = s.create(nil)
+		} else {
+			c, err = s.create(argv)
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	res, err := s.start(ctx, c, argv, stdout, stderr)
+	s.bg.Add(1)
+	go func() {
+		defer s.bg.Done()
+		s.destroy(c)
+		s.refill()
+	}()
+	return res, err
+}
+
+// takeReady returns the prepared container, if any.
+func (s *Session) takeReady() *container {
+	s.readyMu.Lock()
+	defer s.readyMu.Unlock()
+	c := s.ready
+	s.ready = nil
+	return c
+}
+
+// refill prepares the next container when the session uses corral-init
+// and none is waiting. Failures are not fatal: the next call creates one
+// on its own path and reports the error then.
+func (s *Session) refill() {
+	if !s.warm {
+		return
+	}
+	s.readyMu.Lock()
+	if s.ready != nil || s.closing {
+		s.readyMu.Unlock()
+		return
+	}
+	s.readyMu.Unlock()
+	c, err := s.create(nil)
+	if err != nil {
+		return
+	}
+	s.readyMu.Lock()
+	defer s.readyMu.Unlock()
+	if s.ready != nil || s.closing {
+		go s.destroy(c)
+		return
+	}
+	s.ready = c
+}
+
+// start hands argv to the container, starts it and waits for the exit,
+// the timeout, the output cap or ctx.
+func (s *Session) start(ctx context.Context, c *container, argv []string, stdout, stderr io.Writer) (*Result, error) {
+	lim := s.limits
+	if c.argvFile != "" {
+		var b strings.Builder
+		for _, a := range argv {
+			if strings.IndexByte(a, 0) >= 0 {
+				return nil, fmt.Errorf("argv: %w: NUL byte", errdefs.ErrInvalidArgument)
+			}
+			b.WriteString(a)
+			b.WriteByte(0)
+		}
+		if err := os.WriteFile(c.argvFile, []byte(b.String()), 0o644); err != nil {
+			return nil, fmt.Errorf("writing argv: %w", err)
+		}
+	}
+	c.out.setTarget(stdout)
+	c.errw.setTarget(stderr)
+	cctx := leases.WithLease(s.exec.Context(context.Background()), c.lease.ID)
+
+	res := &Result{Argv: argv}
 	start := time.Now()
-	if err := task.Start(ctx); err != nil {
-		return nil, fmt.Errorf("starting task %s: %w", id, err)
+	if err := c.task.Start(cctx); err != nil {
+		return nil, fmt.Errorf("starting task %s: %w", c.id, err)
 	}
 	timer := time.NewTimer(lim.Timeout)
 	defer timer.Stop()
@@ -169,15 +308,15 @@ func (s *Session) run(ctx context.Context, argv []string, stdout, stderr io.Writ
 			res.LimitsHit = append(res.LimitsHit, limit)
 		}
 		// The tool is PID 1 and ignores SIGTERM: kill outright.
-		_ = task.Kill(cleanupCtx, syscall.SIGKILL, containerd.WithKillAll)
-		return <-statusC
+		_ = c.task.Kill(cctx, syscall.SIGKILL, containerd.WithKillAll)
+		return <-c.statusC
 	}
 	var status containerd.ExitStatus
 	select {
-	case status = <-statusC:
+	case status = <-c.statusC:
 	case <-timer.C:
 		status = kill(LimitTimeout)
-	case <-over:
+	case <-c.over:
 		status = kill(LimitOutput)
 	case <-ctx.Done():
 		status = kill("")
@@ -185,28 +324,27 @@ func (s *Session) run(ctx context.Context, argv []string, stdout, stderr io.Writ
 	res.Duration = time.Since(start)
 	code, _, err := status.Result()
 	if err != nil {
-		return nil, fmt.Errorf("task %s exit status: %w", id, err)
+		return nil, fmt.Errorf("task %s exit status: %w", c.id, err)
 	}
 	res.ExitCode = int(code)
-	// The cgroup still exists until the task is deleted.
-	if n := cgroupCounter(e.cfg.Namespace, id, "memory", "memory.oom_control", "memory.events", "oom_kill"); n > 0 {
+	// The cgroup exists until the task is deleted.
+	if cgroupCounter(s.exec.cfg.Namespace, c.id, "memory", "memory.oom_control", "memory.events", "oom_kill") > 0 {
 		res.LimitsHit = append(res.LimitsHit, LimitMemory)
 	}
-	if n := cgroupCounter(e.cfg.Namespace, id, "pids", "pids.events", "pids.events", "max"); n > 0 {
+	if cgroupCounter(s.exec.cfg.Namespace, c.id, "pids", "pids.events", "pids.events", "max") > 0 {
 		res.LimitsHit = append(res.LimitsHit, LimitPids)
 	}
-	// Delete waits for the IO copy to finish.
-	if _, err := task.Delete(cleanupCtx); err != nil && !errdefs.IsNotFound(err) {
-		return nil, fmt.Errorf("deleting task %s: %w", id, err)
-	}
-	taskDeleted = true
+	// The exit can arrive before the output copy has finished.
+	c.task.IO().Wait()
 	if s.layout.AreaFull() {
 		res.LimitsHit = append(res.LimitsHit, LimitWriteArea)
 	}
-	res.Stdout, res.StdoutTruncated = out.bytes()
-	res.Stderr, res.StderrTruncated = errw.bytes()
+	res.Stdout, res.StdoutTruncated = c.out.bytes()
+	res.Stderr, res.StderrTruncated = c.errw.bytes()
+	c.out.setTarget(nil)
+	c.errw.setTarget(nil)
 	if ctx.Err() != nil {
-		return res, fmt.Errorf("invocation %s: %w", id, ctx.Err())
+		return res, fmt.Errorf("invocation %s: %w", c.id, ctx.Err())
 	}
 	return res, nil
 }

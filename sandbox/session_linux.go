@@ -65,6 +65,14 @@ type Session struct {
 	layout *mounts.Layout
 	closed bool
 	seq    atomic.Int64
+
+	// warm is set when the image has corral-init: containers are then
+	// created before the call arrives and the argv handed over at start.
+	warm    bool
+	readyMu sync.Mutex
+	ready   *container
+	closing bool
+	bg      sync.WaitGroup
 }
 
 // NewPolicy validates the launcher's choices and computes the hidden set
@@ -180,6 +188,11 @@ func (s *Session) prepare() error {
 	if s.layout != nil {
 		return nil
 	}
+	img, err := s.exec.image(s.exec.Context(context.Background()))
+	if err != nil {
+		return err
+	}
+	s.warm = img.Labels()[labelInit] != ""
 	l, err := mounts.Prepare(filepath.Join(s.exec.cfg.StateDir, "sessions", s.ID), s.plan, s.hidden)
 	if err != nil {
 		return fmt.Errorf("preparing session mounts: %w", err)
@@ -220,6 +233,13 @@ func (s *Session) Changes() (*mounts.ChangeSet, error) {
 // Close unmounts the session's host mounts and removes its state. It is
 // safe to call more than once.
 func (s *Session) Close() error {
+	s.readyMu.Lock()
+	s.closing = true
+	s.readyMu.Unlock()
+	s.bg.Wait()
+	if c := s.takeReady(); c != nil {
+		s.destroy(c)
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.closed = true

@@ -25,13 +25,21 @@ type specInput struct {
 
 // DefaultImageSpec is what `corral image build` puts in the default tools
 // image: every command of the built-in grammars that the host has.
+// With corral-init found (FindInit) the image also holds it and its
+// control mount point, so containers can be created before calls arrive.
 func DefaultImageSpec() ImageSpec {
-	return ImageSpec{
+	spec := ImageSpec{
 		Ref: DefaultImageRef,
 		Tools: []string{"ls", "cat", "head", "tail", "wc", "grep", "find", "sort", "uniq", "cut", "tr",
 			"diff", "stat", "sed", "cp", "mv", "mkdir", "touch", "rm"},
 		Optional: []string{"rg", "file", "git"},
+		Files:    map[string]string{},
 	}
+	if p := FindInit(); p != "" {
+		spec.Files[initPath] = p
+		spec.Dirs = append(spec.Dirs, ctlPath)
+	}
+	return spec
 }
 
 // specOpts composes the container's spec, in this fixed order:

@@ -113,11 +113,19 @@ func buildTestImage(e *sandbox.Executor) error {
 	if err != nil {
 		return err
 	}
-	cmd := exec.Command("go", "build", "-o", ProbePath(), "./integration/probe")
-	cmd.Dir = root
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return &buildError{out: string(out), err: err}
+	initPath := filepath.Join(os.TempDir(), "corral-it-init")
+	for out, pkg := range map[string]string{ProbePath(): "./integration/probe", initPath: "./cmd/corral-init"} {
+		cmd := exec.Command("go", "build", "-o", out, pkg)
+		cmd.Dir = root
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return &buildError{out: string(out), err: err}
+		}
+	}
+	// The launcher's environment (trusted) names corral-init; sessions then
+	// create their containers before calls arrive.
+	if os.Getenv("CORRAL_INIT") == "" {
+		os.Setenv("CORRAL_INIT", initPath)
 	}
 	spec := sandbox.DefaultImageSpec()
 	spec.Ref = TestImageRef
@@ -125,7 +133,8 @@ func buildTestImage(e *sandbox.Executor) error {
 	if err != nil {
 		return err
 	}
-	spec.Files = map[string]string{"/usr/bin/busybox": busybox, "/usr/bin/probe": ProbePath()}
+	spec.Files["/usr/bin/busybox"] = busybox
+	spec.Files["/usr/bin/probe"] = ProbePath()
 	_, err = sandbox.BuildImage(e.Context(context.Background()), e.Client(), spec)
 	return err
 }
