@@ -1,0 +1,255 @@
+package mounts
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/corral-sandbox/corral/allowlist"
+)
+
+// maxSymlinks is the kernel's limit on links followed in one lookup
+// (Linux MAXSYMLINKS).
+const maxSymlinks = 40
+
+// View is the repository as the container sees it: the repository at
+// root minus a HiddenSet. It implements allowlist.View. Like the set, it
+// reads ignore files only once, when the set is computed.
+type View struct {
+	root string
+	h    *HiddenSet
+}
+
+var _ allowlist.View = (*View)(nil)
+
+// NewView returns the view of the repository at root (the one h was
+// computed from) without the paths in h.
+func NewView(root string, h *HiddenSet) *View {
+	return &View{root: root, h: h}
+}
+
+// Hidden reports whether p or one of its ancestors is hidden, and the
+// rule that hides the outermost hidden one. For paths that did not exist
+// when the set was computed it answers from the same rules: forced names
+// anywhere in p, then the ignore files read at start, each ancestor
+// judged first as git does ("parent excluded, child excluded"). Inner
+// components are judged as directories; the last one by its current type
+// in the repository (lstat, no symlink followed) or, when it does not
+// exist, as hidden if it would be as either a file or a directory. A
+// non-canonical p is reported hidden.
+func (v *View) Hidden(p string) (rule string, hidden bool) {
+	if !canonical(p) {
+		return fmt.Sprintf("path %q is not canonical", p), true
+	}
+	if p == "." {
+		return "", false
+	}
+	if e, ok := v.h.hides[p]; ok {
+		return e.Rule, true
+	}
+	stack := v.h.stackFor(".")
+	for i := 0; i < len(p); i++ {
+		if p[i] != '/' {
+			continue
+		}
+		q := p[:i]
+		if e, ok := v.h.hides[q]; ok {
+			return e.Rule, true
+		}
+		if rule, hidden := v.h.judge(q, typeDir, stack); hidden {
+			return rule, true
+		}
+		if f := v.h.ignores[q]; f != nil {
+			stack = append(stack[:len(stack):len(stack)], f)
+		}
+	}
+	if typ, exists := v.lstatType(p); exists {
+		return v.h.judge(p, typ, stack)
+	}
+	if rule, hidden := v.h.judge(p, typeFile, stack); hidden {
+		return rule, true
+	}
+	return v.h.judge(p, typeDir, stack)
+}
+
+// lstatType returns the type of p in the repository if it exists,
+// opening every parent O_NOFOLLOW so that no symlink is followed.
+func (v *View) lstatType(p string) (typ entryType, exists bool) {
+	fd, err := unix.Open(v.root, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return typeFile, false
+	}
+	comps := strings.Split(p, "/")
+	for _, c := range comps[:len(comps)-1] {
+		next, err := unix.Openat(fd, c, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		unix.Close(fd)
+		if err != nil {
+			return typeFile, false
+		}
+		fd = next
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if err := unix.Fstatat(fd, comps[len(comps)-1], &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return typeFile, false
+	}
+	return statType(uint32(st.Mode)), true
+}
+
+func statType(mode uint32) entryType {
+	switch mode & unix.S_IFMT {
+	case unix.S_IFDIR:
+		return typeDir
+	case unix.S_IFLNK:
+		return typeSymlink
+	}
+	return typeFile
+}
+
+// Resolve follows symlinks in p inside the repository, component by
+// component as the kernel would (relative targets from the link's
+// directory, at most 40 links), and returns the canonical path reached.
+// Components that do not exist, or that the view hides (they are absent
+// in the container), end the resolution: they and the rest of the path
+// are kept lexically. It returns a *allowlist.Refusal (KindPath) for an
+// absolute link target, for ".." above the root, for a loop and for a
+// non-canonical p. Unlike securejoin.SecureJoin, which clamps such paths
+// to the root, Resolve refuses them.
+func (v *View) Resolve(p string) (string, error) {
+	if !canonical(p) {
+		return "", refuse(p, "path %q is not canonical", p)
+	}
+	if p == "." {
+		return ".", nil
+	}
+	rootfd, err := unix.Open(v.root, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return "", fmt.Errorf("resolving %s: opening repository: %w", p, osError(err))
+	}
+	// fds[i] is the directory resolved[:i]; fds[0] is the root. Once
+	// lexical, fds is no longer extended or consulted.
+	fds := []int{rootfd}
+	defer func() {
+		for _, fd := range fds {
+			unix.Close(fd)
+		}
+	}()
+	var resolved []string
+	remaining := strings.Split(p, "/")
+	lexical := false
+	links := 0
+	lastLink := ""
+	for len(remaining) > 0 {
+		c := remaining[0]
+		remaining = remaining[1:]
+		switch c {
+		case "", ".":
+			continue
+		case "..":
+			if len(resolved) == 0 {
+				return "", refuse(p, "symlink %s leaves the repository", lastLink)
+			}
+			resolved = resolved[:len(resolved)-1]
+			if !lexical {
+				unix.Close(fds[len(fds)-1])
+				fds = fds[:len(fds)-1]
+			}
+			continue
+		}
+		cand := strings.Join(append(resolved, c), "/")
+		if lexical {
+			resolved = append(resolved, c)
+			continue
+		}
+		dirfd := fds[len(fds)-1]
+		var st unix.Stat_t
+		err := unix.Fstatat(dirfd, c, &st, unix.AT_SYMLINK_NOFOLLOW)
+		if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) {
+			lexical = true
+			resolved = append(resolved, c)
+			continue
+		}
+		if err != nil {
+			return "", fmt.Errorf("resolving %s: %s: %w", p, cand, osError(err))
+		}
+		if v.hiddenEntry(cand, statType(uint32(st.Mode)), resolved) {
+			// Absent in the container: the kernel would stop here.
+			lexical = true
+			resolved = append(resolved, c)
+			continue
+		}
+		switch st.Mode & unix.S_IFMT {
+		case unix.S_IFLNK:
+			links++
+			if links > maxSymlinks {
+				return "", refuse(p, "symlink %s: too many levels of symbolic links", cand)
+			}
+			target, err := readlinkat(dirfd, c)
+			if err != nil {
+				return "", fmt.Errorf("resolving %s: reading link %s: %w", p, cand, osError(err))
+			}
+			if target == "" {
+				// The kernel fails an empty target with ENOENT.
+				lexical = true
+				resolved = append(resolved, c)
+				continue
+			}
+			if strings.HasPrefix(target, "/") {
+				return "", refuse(p, "symlink %s leaves the repository", cand)
+			}
+			lastLink = cand
+			remaining = append(strings.Split(target, "/"), remaining...)
+		case unix.S_IFDIR:
+			fd, err := unix.Openat(dirfd, c, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+			if err != nil {
+				return "", fmt.Errorf("resolving %s: opening %s: %w", p, cand, osError(err))
+			}
+			fds = append(fds, fd)
+			resolved = append(resolved, c)
+		default:
+			// Nothing can be below a file: the rest is lexical.
+			lexical = true
+			resolved = append(resolved, c)
+		}
+	}
+	if len(resolved) == 0 {
+		return ".", nil
+	}
+	return strings.Join(resolved, "/"), nil
+}
+
+// hiddenEntry reports whether cand, whose parent (the components of
+// parent) is visible, is hidden itself.
+func (v *View) hiddenEntry(cand string, typ entryType, parent []string) bool {
+	if _, ok := v.h.hides[cand]; ok {
+		return true
+	}
+	_, hidden := v.h.judge(cand, typ, v.h.stackFor(dirOf(parent)))
+	return hidden
+}
+
+func dirOf(comps []string) string {
+	if len(comps) == 0 {
+		return "."
+	}
+	return strings.Join(comps, "/")
+}
+
+func readlinkat(dirfd int, name string) (string, error) {
+	for size := 256; ; size *= 2 {
+		buf := make([]byte, size)
+		n, err := unix.Readlinkat(dirfd, name, buf)
+		if err != nil {
+			return "", err
+		}
+		if n < size {
+			return string(buf[:n]), nil
+		}
+	}
+}
+
+func refuse(p, format string, args ...any) *allowlist.Refusal {
+	return &allowlist.Refusal{Kind: allowlist.KindPath, Index: -1, Token: p, Rule: fmt.Sprintf(format, args...)}
+}
