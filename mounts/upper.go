@@ -532,6 +532,11 @@ func (c *collector) upperDir(dirfd int, name, rel string, depth int, st *unix.St
 // (redirect_dir must be off) or an opaque value other than "y".
 func (c *collector) dirXattrs(dir *os.File, rel string) (bool, error) {
 	fd := int(dir.Fd())
+	if name, err := foreignXattr(fd); err != nil {
+		return false, fmt.Errorf("listing xattrs of %q: %w", c.repoPath(rel), err)
+	} else if name != "" {
+		c.violate(c.repoPath(rel), fmt.Sprintf("extended attribute %q", name))
+	}
 	if _, ok, err := getxattr(fd, xattrRedirect); err != nil {
 		return false, fmt.Errorf("reading xattrs of %q: %w", c.repoPath(rel), err)
 	} else if ok {
@@ -653,6 +658,12 @@ func (c *collector) readFile(dirfd int, name, repo string, want *unix.Stat_t, up
 		ok = false
 	}
 	if upper {
+		if name, err := foreignXattr(fd); err != nil {
+			return fileData{}, false, fmt.Errorf("listing xattrs of %q: %w", repo, err)
+		} else if name != "" {
+			c.violate(repo, fmt.Sprintf("extended attribute %q", name))
+			ok = false
+		}
 		if _, has, err := getxattr(fd, xattrMetacopy); err != nil {
 			return fileData{}, false, fmt.Errorf("reading xattrs of %q: %w", repo, err)
 		} else if has {
@@ -977,4 +988,31 @@ func printablePath(p string) string {
 		}
 	}
 	return p
+}
+
+// foreignXattr returns the first extended attribute of fd that overlayfs
+// did not set itself (anything outside trusted.overlay.*), or "". A change
+// set carries bytes and a mode only, so an xattr in the write area is a
+// violation rather than something silently dropped.
+func foreignXattr(fd int) (string, error) {
+	buf := make([]byte, 4096)
+	for {
+		n, err := unix.Flistxattr(fd, buf)
+		if errors.Is(err, unix.ERANGE) && len(buf) < 1<<20 {
+			buf = make([]byte, len(buf)*4)
+			continue
+		}
+		if errors.Is(err, unix.ENOTSUP) {
+			return "", nil
+		}
+		if err != nil {
+			return "", err
+		}
+		for _, name := range strings.Split(string(buf[:n]), "\x00") {
+			if name != "" && !strings.HasPrefix(name, "trusted.overlay.") {
+				return name, nil
+			}
+		}
+		return "", nil
+	}
 }

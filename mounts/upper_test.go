@@ -640,3 +640,21 @@ func BenchmarkCollect10(b *testing.B) {
 		}
 	}
 }
+
+func TestCollectRefusesForeignXattrs(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root for trusted.* xattrs")
+	}
+	base, upper := t.TempDir(), t.TempDir()
+	require.NoError(t, os.MkdirAll(filepath.Join(upper, "pages"), 0o755))
+	f := filepath.Join(upper, "pages", "a.md")
+	require.NoError(t, os.WriteFile(f, []byte("# a\n"), 0o644))
+	require.NoError(t, unix.Setxattr(f, "user.evil", []byte("x"), 0))
+	d := filepath.Join(upper, "pages")
+	require.NoError(t, unix.Setxattr(d, "trusted.note", []byte("x"), 0))
+	cs, err := Collect(upper, base, "openwiki", DefaultLimits())
+	require.NoError(t, err)
+	require.Error(t, cs.Err())
+	require.Contains(t, cs.Violations, Violation{Path: "openwiki/pages/a.md", Reason: `extended attribute "user.evil"`})
+	require.Contains(t, cs.Violations, Violation{Path: "openwiki/pages", Reason: `extended attribute "trusted.note"`})
+}
