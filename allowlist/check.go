@@ -226,7 +226,7 @@ func (ck *checker) value(c *Command, o *occurrence) error {
 	if !o.hasValue {
 		return nil
 	}
-	v, err := ck.typed(c, o.opt.Type, o.opt.Values, o.valIndex, o.value, fmt.Sprintf("value of %s", o.opt.display()))
+	v, err := ck.typed(c, o.opt.Type, o.opt.Values, o.valIndex, o.value, fmt.Sprintf("value of %s", o.opt.display()), false)
 	o.value = v
 	return err
 }
@@ -256,7 +256,7 @@ func (ck *checker) operands(c *Command, l Layout, ops []operand) error {
 	types := assign(l.Operands, len(ops))
 	for k := range ops {
 		t := types[k]
-		v, err := ck.typed(c, t.Type, t.Values, ops[k].index, ops[k].value, "operand")
+		v, err := ck.typed(c, t.Type, t.Values, ops[k].index, ops[k].value, "operand", true)
 		if err != nil {
 			return err
 		}
@@ -297,8 +297,10 @@ var (
 // becomes its canonical spelling (with "./" before a leading '-'), so the
 // tool is given exactly the path that was checked, never a spelling that
 // could resolve differently ("docs/link/../x"); what is the noun used in
-// messages ("operand", "value of --file").
-func (ck *checker) typed(c *Command, t ArgType, values []string, idx int, val, what string) (string, error) {
+// messages ("operand", "value of --file"). operand says val is a
+// positional argument: a read-path operand that looks like a URL is a
+// relative path (see cleanOperand), an option's value is refused.
+func (ck *checker) typed(c *Command, t ArgType, values []string, idx int, val, what string, operand bool) (string, error) {
 	tok := val // the argv token that carries val, for refusals
 	if idx >= 0 && idx < len(ck.argv) {
 		tok = ck.argv[idx]
@@ -306,7 +308,11 @@ func (ck *checker) typed(c *Command, t ArgType, values []string, idx int, val, w
 	refuse := func(rule string) (string, error) { return "", argRefusal(idx, tok, rule) }
 	switch t {
 	case TypeReadPath:
-		p, err := ck.pc.read(val)
+		read := ck.pc.read
+		if operand {
+			read = ck.pc.readOperand
+		}
+		p, err := read(val)
 		if err != nil {
 			return "", atIndex(err, idx, tok)
 		}

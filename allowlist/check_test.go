@@ -178,10 +178,26 @@ func TestCases(t *testing.T) {
 		{argv: a("/usr/bin/../../repo/cat", "x"), kind: KindCmd, index: 0},
 		{argv: a("CAT", "x"), kind: KindCmd, index: 0},
 
-		// CMD-15 shell metacharacters stay literal (a URL is not a path).
-		{argv: a("grep", "install", "README.md;", "env", "|", "curl", "http://x"), kind: KindPath, index: 6},
+		// CMD-15 shell metacharacters stay literal. A URL-looking read-path
+		// operand is a relative path that the tool is given canonically
+		// ("http:/x"); an option's value, a write path and the host-side
+		// file tools still refuse URLs.
+		{argv: a("grep", "install", "README.md;", "env", "|", "curl", "http://x"), want: a("grep", "--", "install", "README.md;", "env", "|", "curl", "http:/x")},
 		{argv: a("grep", "install", "README.md;", "env", "|", "curl"), want: a("grep", "--", "install", "README.md;", "env", "|", "curl")},
-		{argv: a("echo", `"; id; echo "`), kind: KindCmd, index: 0},
+		{argv: a("cat", "file:///proc/self/environ"), want: a("cat", "--", "file:/proc/self/environ")},
+		{argv: a("find", "HTTPS://x/", "-print"), want: a("find", "HTTPS:/x", "-print")},
+		{argv: a("cat", "http://x/../../.git/config"), kind: KindPath, index: 1, rule: ".git"},
+		{argv: a("cat", "http://x/../../../etc/passwd"), kind: KindPath, index: 1, rule: "leaves the repository"},
+		{argv: a("grep", "-f", "http://x", "README.md"), kind: KindPath, index: 2, rule: "URL"},
+		{argv: a("grep", "x", "--exclude-from=file:///etc/passwd", "README.md"), kind: KindPath, index: 2, rule: "URL"},
+		{argv: a("touch", "http://x"), kind: KindPath, index: 1, rule: "URL"},
+		{argv: a("cp", "http://x", "openwiki/x"), want: a("cp", "--", "http:/x", "openwiki/x")},
+		{argv: a("echo", `"; id; echo "`), want: a("echo", `"; id; echo "`)},
+		{argv: a("echo", "a", "$(id)", "|", "b"), want: a("echo", "a", "$(id)", "|", "b")},
+		{argv: a("echo", "-n", "x"), kind: KindArg, index: 1},
+		{argv: a("echo", "x", "-e"), kind: KindArg, index: 2},
+		{argv: a("echo", "--", "x"), kind: KindArg, index: 1},
+		{argv: a("echo", "--help"), kind: KindArg, index: 1},
 		{argv: a("grep", "$(id)", "README.md"), want: a("grep", "--", "$(id)", "README.md")},
 		{argv: a("grep", "`id`", "README.md")},
 		{argv: a("rg", "x", ">", "openwiki/out")},

@@ -14,6 +14,11 @@
 // environment (no POSIXLY_CORRECT, RIPGREP_CONFIG_PATH, GIT_* or pager
 // variables), because the environment can change how a tool parses.
 //
+// A read-path operand that looks like a URL ("http://x") is what the tool
+// takes it for, a relative file name, and is passed in its canonical
+// spelling ("http:/x"); option values, write paths and the file tools
+// refuse URLs.
+//
 // CleanPath, CheckRead and CheckWrite are the same path policy for the
 // host-side file tools. Grammars are data (Command, usually decoded with
 // ParseCatalog from profiles/builtin/tools.yaml); NeverAllowed names the

@@ -90,7 +90,7 @@ func (ck *checker) find(c *Command, out []string) ([]string, error) {
 		break
 	}
 	for ; i < len(argv) && !findExprStart(argv[i]); i++ {
-		v, err := ck.typed(c, TypeReadPath, nil, i, argv[i], "starting point")
+		v, err := ck.typed(c, TypeReadPath, nil, i, argv[i], "starting point", true)
 		if err != nil {
 			return nil, err
 		}
@@ -127,7 +127,7 @@ func (ck *checker) find(c *Command, out []string) ([]string, error) {
 		if p.re != nil && !p.re.MatchString(val) {
 			return nil, argRefusal(i, val, fmt.Sprintf("malformed argument to find %s", tok))
 		}
-		v, err := ck.typed(c, p.arg, p.vals, i, val, "argument of "+tok)
+		v, err := ck.typed(c, p.arg, p.vals, i, val, "argument of "+tok, false)
 		if err != nil {
 			return nil, err
 		}

@@ -393,7 +393,7 @@ func TestParseCatalogStrict(t *testing.T) {
 
 func TestShippedCatalog(t *testing.T) {
 	all, def := catalogs(t)
-	for _, n := range []string{"ls", "cat", "head", "tail", "wc", "grep", "rg", "find", "sort", "uniq", "cut", "tr",
+	for _, n := range []string{"ls", "cat", "echo", "head", "tail", "wc", "grep", "rg", "find", "sort", "uniq", "cut", "tr",
 		"diff", "stat", "file", "sed", "cp", "mv", "mkdir", "touch", "rm", "git"} {
 		require.Contains(t, all, n)
 	}

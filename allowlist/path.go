@@ -30,6 +30,21 @@ const (
 // The same function serves Check and the host-side file tools, so both
 // agree on what a path means.
 func CleanPath(unsafePath string) (string, error) {
+	return cleanPath(unsafePath, false)
+}
+
+// cleanOperand is CleanPath for a read-path operand of a command. To the
+// tool such an operand is a file name, never a URL, so a URL-looking token
+// ("http://x") is just a relative path and is canonicalized like any other
+// ("http:/x"): the tool receives that spelling, which no program reads as
+// a URL, and a path that does not exist is the tool's own "No such file".
+// Everything else CleanPath refuses is refused. Option values, write paths
+// and the host-side file tools keep refusing URLs (CleanPath).
+func cleanOperand(unsafePath string) (string, error) {
+	return cleanPath(unsafePath, true)
+}
+
+func cleanPath(unsafePath string, schemeIsPath bool) (string, error) {
 	refuse := func(rule string) (string, error) {
 		return "", &Refusal{Kind: KindPath, Index: -1, Token: clip(unsafePath), Rule: rule}
 	}
@@ -51,7 +66,7 @@ func CleanPath(unsafePath string) (string, error) {
 		return refuse("absolute paths are not allowed; paths are relative to the repository root")
 	case unsafePath[0] == '~':
 		return refuse("home-directory paths (~) are not allowed")
-	case hasScheme(unsafePath):
+	case !schemeIsPath && hasScheme(unsafePath):
 		return refuse("URLs are not paths")
 	}
 	parts := make([]string, 0, strings.Count(unsafePath, "/")+1)
@@ -186,6 +201,11 @@ func (pc pathChecker) resolve(unsafePath string) (string, string, error) {
 	if err != nil {
 		return "", "", err
 	}
+	return pc.resolveClean(unsafePath, p)
+}
+
+// resolveClean is resolve for p, the canonical spelling of unsafePath.
+func (pc pathChecker) resolveClean(unsafePath, p string) (string, string, error) {
 	if pc.v == nil {
 		return "", "", &Refusal{Kind: KindPath, Index: -1, Token: clip(unsafePath), Rule: "no view to check paths against"}
 	}
@@ -219,6 +239,17 @@ func (pc pathChecker) resolve(unsafePath string) (string, string, error) {
 // read checks a read-path value and returns its canonical spelling.
 func (pc pathChecker) read(unsafePath string) (string, error) {
 	p, _, err := pc.resolve(unsafePath)
+	return p, err
+}
+
+// readOperand is read for a read-path operand, canonicalized with
+// cleanOperand (a URL-looking operand is a relative path).
+func (pc pathChecker) readOperand(unsafePath string) (string, error) {
+	p, err := cleanOperand(unsafePath)
+	if err != nil {
+		return "", err
+	}
+	p, _, err = pc.resolveClean(unsafePath, p)
 	return p, err
 }
 

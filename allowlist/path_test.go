@@ -174,6 +174,9 @@ func TestCheckReadWrite(t *testing.T) {
 		{op: "read", in: "openwiki/../.git/config"},
 		{op: "read", in: "../../etc/passwd"},
 		{op: "read", in: ".", want: "."},
+		{op: "read", in: "http://x"}, // the file tools refuse URLs
+		{op: "read", in: "file:///etc/passwd"},
+		{op: "write", in: "http://x", scope: dirScope},
 		{op: "write", in: "openwiki/x.md", want: "openwiki/x.md", scope: dirScope},
 		{op: "write", in: "openwiki//a/./x.md/", want: "openwiki/a/x.md", scope: dirScope},
 		{op: "write", in: "openwiki-old/x.md", scope: dirScope},

@@ -5,11 +5,13 @@
 package main
 
 import (
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -55,6 +57,16 @@ func errnoName(en syscall.Errno) string {
 		return "ECONNREFUSED"
 	case syscall.EAGAIN:
 		return "EAGAIN"
+	case syscall.ENOTDIR:
+		return "ENOTDIR"
+	case syscall.EEXIST:
+		return "EEXIST"
+	case syscall.EISDIR:
+		return "EISDIR"
+	case syscall.ELOOP:
+		return "ELOOP"
+	case syscall.ENAMETOOLONG:
+		return "ENAMETOOLONG"
 	}
 	return fmt.Sprintf("errno%d", int(en))
 }
@@ -129,8 +141,27 @@ func main() {
 	case "write":
 		err := os.WriteFile(arg(2), []byte(arg(3)), 0o644)
 		fmt.Println(errno(err))
+	case "create":
+		// mkdir -p of the parent, then write: what an agent's "write P"
+		// would try, so a refusal reads EROFS even where P's directory
+		// does not exist yet.
+		err := os.MkdirAll(filepath.Dir(arg(2)), 0o755)
+		if err == nil {
+			err = os.WriteFile(arg(2), []byte(arg(3)), 0o644)
+		}
+		fmt.Println(errno(err))
 	case "mkdir":
 		fmt.Println(errno(os.Mkdir(arg(2), 0o755)))
+	case "link":
+		fmt.Println(errno(os.Link(arg(2), arg(3))))
+	case "bind-unix":
+		// A unix socket left at the path (as a server would leave it).
+		l, err := net.Listen("unix", arg(2))
+		if err == nil {
+			l.(*net.UnixListener).SetUnlinkOnClose(false)
+			err = l.Close()
+		}
+		fmt.Println(errno(err))
 	case "rename":
 		fmt.Println(errno(os.Rename(arg(2), arg(3))))
 	case "remove":
@@ -144,6 +175,17 @@ func main() {
 			return
 		}
 		os.Stdout.Write(data)
+	case "open-each":
+		// One line per path: the errno of opening and reading it, or "ok"
+		// and the sha256 of its bytes (never the bytes themselves).
+		for _, p := range os.Args[2:] {
+			data, err := os.ReadFile(p)
+			if err != nil {
+				fmt.Printf("%s\t%s\n", p, errno(err))
+				continue
+			}
+			fmt.Printf("%s\tok %x\n", p, sha256.Sum256(data))
+		}
 	case "exec":
 		err := syscall.Exec(arg(2), os.Args[2:], nil)
 		fmt.Println(errno(err))

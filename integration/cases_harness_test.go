@@ -1,0 +1,769 @@
+package integration
+
+// The harness of TestCases (cases_test.go): the case data, the repository
+// a case runs on, the sessions, and the checks every case shares — nothing
+// hidden in any output, the repository byte-identical afterwards, no
+// container for a refusal, exactly one program for a call that runs.
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"os"
+	"os/exec"
+	"path"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	apievents "github.com/containerd/containerd/api/events"
+	"github.com/containerd/errdefs"
+	"github.com/containerd/typeurl/v2"
+	"github.com/corral-sandbox/corral/allowlist"
+	"github.com/corral-sandbox/corral/internal/testutil"
+	"github.com/corral-sandbox/corral/mounts"
+	"github.com/corral-sandbox/corral/profiles"
+	"github.com/corral-sandbox/corral/sandbox"
+	"github.com/stretchr/testify/require"
+)
+
+// hostileCase is one entry of testdata/cases.json (a verbatim copy of the
+// shared hostile cases). Decoding is strict: a field this file does not
+// know fails the test instead of being ignored.
+type hostileCase struct {
+	ID       string    `json:"id"`
+	Title    string    `json:"title"`
+	Source   string    `json:"source"`
+	Class    string    `json:"class"`
+	Input    caseInput `json:"input"`
+	Expected string    `json:"expected"`
+}
+
+type caseInput struct {
+	Argv          [][]string          `json:"argv"`
+	ArgvGenerated []string            `json:"argv_generated"`
+	Control       []string            `json:"control"`
+	Requests      []caseRequest       `json:"requests"`
+	Tree          map[string]string   `json:"tree"`
+	TreeVariants  []map[string]string `json:"tree_variants"`
+	Ops           []string            `json:"ops"`
+	Op            string              `json:"op"`
+	Mode          string              `json:"mode"`
+	InBox         []string            `json:"in_box"`
+	InBoxLoop     string              `json:"in_box_loop"`
+	InBoxSyscalls []string            `json:"in_box_syscalls"`
+	UpperDirExtra []string            `json:"upper_dir_extra"`
+	EnvHost       map[string]string   `json:"env_host"`
+	HostEnv       map[string]string   `json:"host_env"`
+	Note          string              `json:"note"`
+	PatchHeaders  []string            `json:"patch_headers"`
+	Patch         string              `json:"patch"`
+	PatchVariants []string            `json:"patch_variants"`
+}
+
+type caseRequest struct {
+	Argv []string          `json:"argv"`
+	Env  map[string]string `json:"env"`
+}
+
+func loadCases(t *testing.T) []hostileCase {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("testdata", "cases.json"))
+	require.NoError(t, err)
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	var cases []hostileCase
+	require.NoError(t, dec.Decode(&cases), "testdata/cases.json")
+	ids := map[string]bool{}
+	for _, c := range cases {
+		require.NotEmpty(t, c.ID)
+		require.False(t, ids[c.ID], "case %s listed twice", c.ID)
+		ids[c.ID] = true
+	}
+	return cases
+}
+
+// secretMarker is the content planted in every hidden file whose case
+// content is a placeholder ("S", "SECRET") or empty; it must never appear
+// in anything an agent sees.
+const secretMarker = "SECRET-c0rra1-"
+
+// baseTree is merged under every case's tree (the case's entries win, and
+// an entry of the case replaces every base entry above or below it). Its
+// secrets sit where every profile hides them.
+var baseTree = map[string]string{
+	"README.md":                  "# demo\n\ninstall: run the installer\n",
+	"src/main.go":                "package main\n",
+	"openwiki/index.md":          "# index\n",
+	"openwiki/a.md":              "# a\n",
+	".git/config":                "[core]\n\tsecret = " + secretMarker + "git\n",
+	"openwiki/.claims/base.lock": secretMarker + "claims\n",
+	"docs/AGENTS.md":             secretMarker + "agents\n",
+}
+
+// harness runs one case; sub gives the same case state to a subtest.
+type harness struct {
+	t *testing.T
+	*caseState
+}
+
+// caseState is shared by a case and its subtests.
+type caseState struct {
+	root    *testing.T // the case's test: sessions live as long as it
+	c       hostileCase
+	w       *taskWatcher
+	repo    string
+	tree    map[string]string // as built (after merging and notation)
+	page    string            // the page a "(page mode)" tree entry names
+	snap    map[string]string
+	secrets []string // bytes of hidden files and host secrets
+	hidden  map[string]bool
+	visible map[string]bool
+	oracle  *oracle
+
+	mu       sync.Mutex
+	outputs  []string // everything the agent could see
+	quiet    []*sandbox.Session
+	sessions map[string]*sandbox.Session
+	starts   map[string]int // tasks started so far, by session id
+}
+
+func newHarness(t *testing.T, c hostileCase, w *taskWatcher) *harness {
+	h := &harness{t: t, caseState: &caseState{root: t, c: c, w: w, hidden: map[string]bool{}, visible: map[string]bool{},
+		sessions: map[string]*sandbox.Session{}, starts: map[string]int{}}}
+	t.Cleanup(h.finish)
+	return h
+}
+
+// fresh is a new case state for the subtest h runs in, for a subtest
+// that builds its own repository (one per tree variant).
+func (h *harness) fresh() *harness { return newHarness(h.t, h.c, h.w) }
+
+// sub is h for the subtest t.
+func (h *harness) sub(t *testing.T) *harness { return &harness{t: t, caseState: h.caseState} }
+
+// run runs fn as subtest name with the case's state.
+func (h *harness) run(name string, fn func(h *harness)) {
+	h.t.Run(name, func(t *testing.T) { fn(h.sub(t)) })
+}
+
+// finish runs after the case's sessions are closed (it is registered
+// first): the shared invariants.
+func (h *harness) finish() {
+	t := h.t
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, s := range h.secrets {
+		for _, o := range h.outputs {
+			require.NotContains(t, o, s, "hidden bytes reached the agent")
+		}
+	}
+	for _, s := range h.quiet {
+		h.requireNothingStarted(s)
+	}
+}
+
+func (h *harness) saw(outs ...string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.outputs = append(h.outputs, outs...)
+}
+
+// --- the repository ---
+
+// repoFrom builds the case's repository from the base tree, tree (the
+// case's own, in the cases' notation) and extra (entries a test adds), and
+// plants and records the secrets. It returns the repository.
+func (h *harness) repoFrom(tree, extra map[string]string) string {
+	t := h.t
+	t.Helper()
+	merged := map[string]string{}
+	for k, v := range baseTree {
+		merged[k] = v
+	}
+	for _, add := range []map[string]string{tree, extra} {
+		for k, v := range add {
+			for b := range merged {
+				if b == k || strings.HasPrefix(b, k+"/") || strings.HasPrefix(k, b+"/") {
+					delete(merged, b)
+				}
+			}
+			merged[k] = v
+		}
+	}
+	files := map[string]string{}
+	var placeholders []string
+	for k, v := range merged {
+		switch {
+		case v == "(absent)":
+			continue
+		case strings.HasPrefix(v, "-> "):
+			target := strings.TrimPrefix(v, "-> ")
+			if body, ok := strings.CutSuffix(target, " (page mode)"); ok {
+				target, h.page = body, k
+			}
+			files[k] = "-> " + target
+		case strings.HasPrefix(v, "file: "):
+			files[k] = strings.TrimPrefix(v, "file: ")
+		case strings.HasSuffix(k, "/"):
+			files[k] = ""
+		case v == "" || v == "S" || v == "SECRET":
+			placeholders = append(placeholders, k)
+			files[k] = v
+		default:
+			files[k] = v
+		}
+	}
+	sort.Strings(placeholders)
+	for _, k := range placeholders {
+		hs := fnv.New32a()
+		hs.Write([]byte(h.c.ID + "/" + k))
+		files[k] = fmt.Sprintf("%s%s-%08x\n", secretMarker, h.c.ID, hs.Sum32())
+	}
+	h.tree = files
+	h.repo = newRepo(t, files)
+	// Scripts planted in the repository are executable, so that a noexec
+	// mount, not a missing bit, is what stops them.
+	for k, v := range files {
+		if strings.HasPrefix(v, "#!") {
+			require.NoError(t, os.Chmod(filepath.Join(h.repo, k), 0o755))
+		}
+	}
+	h.classify()
+	h.snap = testutil.Snapshot(t, h.repo)
+	// Registered after the repository's TempDir and before any session:
+	// runs once the sessions are closed and before the tree is removed.
+	repo := h.repo
+	t.Cleanup(func() {
+		require.Equal(t, h.snap, testutil.Snapshot(t, repo), "the repository changed")
+	})
+	return h.repo
+}
+
+// classify asks the oracle which tree files are hidden and records the
+// bytes of each as a secret.
+func (h *harness) classify() {
+	o := newOracle(h.t, h.repo, docsProfile(h.t).ForcedHides())
+	for p, content := range h.tree {
+		if strings.HasPrefix(content, "-> ") || strings.HasSuffix(p, "/") {
+			continue
+		}
+		if o.hidden(p) {
+			h.hidden[p] = true
+			if len(content) >= 8 {
+				h.secrets = append(h.secrets, content)
+			}
+			continue
+		}
+		h.visible[p] = true
+	}
+	h.oracle = o
+}
+
+// --- the oracle ---
+
+// oracle answers "is this path hidden" from git itself, never from
+// corral: git check-ignore --no-index over a mirror of the repository
+// whose ignore files are named .gitignore; the profile's forced patterns
+// asked of git in a second mirror without ignore files (nothing can
+// re-include them); .git at any depth and openwiki/.claims by definition.
+type oracle struct {
+	t              *testing.T
+	ignores, force string
+	home           string
+	cache          map[string]bool
+}
+
+func newOracle(t *testing.T, repo string, forced []string) *oracle {
+	t.Helper()
+	o := &oracle{t: t, ignores: t.TempDir(), force: t.TempDir(), home: t.TempDir(), cache: map[string]bool{}}
+	for _, dst := range []string{o.ignores, o.force} {
+		err := filepath.Walk(repo, func(p string, info os.FileInfo, err error) error {
+			if err != nil {
+				return err
+			}
+			rel, _ := filepath.Rel(repo, p)
+			if rel == "." {
+				return nil
+			}
+			if isGitOrClaims(filepath.ToSlash(rel)) {
+				if info.IsDir() {
+					return filepath.SkipDir
+				}
+				return nil
+			}
+			out := filepath.Join(dst, rel)
+			switch {
+			case info.Mode()&os.ModeSymlink != 0:
+				target, err := os.Readlink(p)
+				if err != nil {
+					return err
+				}
+				return os.Symlink(target, out)
+			case info.IsDir():
+				return os.Mkdir(out, 0o755)
+			case info.Name() == mounts.DefaultIgnoreFileName && dst == o.ignores:
+				data, err := os.ReadFile(p)
+				if err != nil {
+					return err
+				}
+				if err := os.WriteFile(filepath.Join(filepath.Dir(out), ".gitignore"), data, 0o644); err != nil {
+					return err
+				}
+				return os.WriteFile(out, nil, 0o644)
+			default:
+				return os.WriteFile(out, nil, 0o644)
+			}
+		})
+		require.NoError(t, err)
+		o.git(dst, "init", "-q")
+	}
+	require.NoError(t, os.WriteFile(filepath.Join(o.force, ".git", "info", "exclude"), []byte(strings.Join(forced, "\n")+"\n"), 0o644))
+	return o
+}
+
+func (o *oracle) git(dir string, args ...string) (int, string) {
+	cmd := exec.Command("git", args...)
+	cmd.Dir = dir
+	cmd.Env = []string{"HOME=" + o.home, "XDG_CONFIG_HOME=" + o.home, "GIT_CONFIG_NOSYSTEM=1", "PATH=" + os.Getenv("PATH")}
+	out, err := cmd.CombinedOutput()
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return ee.ExitCode(), string(out)
+	}
+	require.NoError(o.t, err, string(out))
+	return 0, string(out)
+}
+
+func isGitOrClaims(p string) bool {
+	for _, c := range strings.Split(p, "/") {
+		if strings.EqualFold(c, ".git") {
+			return true
+		}
+	}
+	return strings.EqualFold(p, "openwiki/.claims") || strings.HasPrefix(strings.ToLower(p), "openwiki/.claims/")
+}
+
+// hidden reports whether p or an ancestor is hidden.
+func (o *oracle) hidden(p string) bool {
+	if v, ok := o.cache[p]; ok {
+		return v
+	}
+	v := o.ask(p)
+	o.cache[p] = v
+	return v
+}
+
+func (o *oracle) ask(p string) bool {
+	if isGitOrClaims(p) {
+		return true
+	}
+	if q := path.Dir(p); q != "." && o.hidden(q) {
+		return true
+	}
+	for _, dir := range []string{o.ignores, o.force} {
+		code, out := o.git(dir, "check-ignore", "--no-index", "-q", "--", p)
+		switch code {
+		case 0:
+			return true
+		case 1:
+		default:
+			o.t.Fatalf("git check-ignore %s: exit %d: %s", p, code, out)
+		}
+	}
+	return false
+}
+
+// --- sessions ---
+
+func withProfile(p *profiles.Profile) sessOpt {
+	return func(c *sandbox.SessionConfig) { c.Profile = p }
+}
+
+// gitProfile is the opt-in profile that adds git to the default commands
+// (what an operator would write knowingly: history exposes hidden files).
+func gitProfile(t *testing.T) *profiles.Profile {
+	t.Helper()
+	d := docsProfile(t)
+	p, err := profiles.Parse([]byte(fmt.Sprintf("name: docs-git\ndescription: docs plus git; git history shows every committed file, hidden ones included\ncommands: [%s, git]\nhide_agent_config: true\n",
+		strings.Join(d.Commands, ", "))))
+	require.NoError(t, err)
+	return p
+}
+
+// session opens a session over the case's repository that lives as long
+// as the case.
+func (h *harness) session(opts ...sessOpt) *sandbox.Session {
+	h.t.Helper()
+	return newSession(h.root, h.repo, opts...)
+}
+
+// quietSession opens a session that must never start a container: every
+// call made through it is refused. Checked after each refusal and when
+// the case ends.
+func (h *harness) quietSession(opts ...sessOpt) *sandbox.Session {
+	h.t.Helper()
+	s := h.session(opts...)
+	h.quiet = append(h.quiet, s)
+	return s
+}
+
+// shared returns the case's session named key, opening it on first use
+// (quiet: one that must never start a container).
+func (h *harness) shared(key string, quiet bool, opts ...sessOpt) *sandbox.Session {
+	h.t.Helper()
+	if s := h.sessions[key]; s != nil {
+		return s
+	}
+	var s *sandbox.Session
+	if quiet {
+		s = h.quietSession(opts...)
+	} else {
+		s = h.session(opts...)
+	}
+	h.sessions[key] = s
+	return s
+}
+
+// requireNothingStarted: no container, no task, no host mounts for s.
+func (h *harness) requireNothingStarted(s *sandbox.Session) {
+	t := h.t
+	t.Helper()
+	e := testutil.Executor(t)
+	ctx := e.Context(context.Background())
+	cs, err := e.Client().Containers(ctx, fmt.Sprintf("labels.%q==%s", sandbox.LabelSession, s.ID))
+	require.NoError(t, err)
+	require.Empty(t, cs, "session %s has containers", s.ID)
+	require.Zero(t, h.w.count(s.ID, "create"), "a container was created for session %s", s.ID)
+	require.Zero(t, h.w.count(s.ID, "start"), "a task was started for session %s", s.ID)
+	_, err = os.Stat(filepath.Join(testutil.StateDir(t), "sessions", s.ID))
+	require.True(t, errors.Is(err, os.ErrNotExist), "session %s made host mounts", s.ID)
+}
+
+// --- outcomes ---
+
+// outcome is what one invocation must give: a refusal of a kind (at an
+// argv index, with a rule), or a run (then check looks at the result).
+type outcome struct {
+	kind  allowlist.Kind // "" means it runs
+	index int
+	rule  string
+	check func(h *harness, argv []string, r *sandbox.Result)
+}
+
+// refuseCmd: REFUSE/CMD (argv[0]), the rule containing rule.
+func refuseCmd(rule string) outcome {
+	return outcome{kind: allowlist.KindCmd, index: 0, rule: rule}
+}
+
+// refuseArg: REFUSE/ARG at argv index i.
+func refuseArg(i int, rule string) outcome {
+	return outcome{kind: allowlist.KindArg, index: i, rule: rule}
+}
+
+// refusePath: REFUSE/PATH at argv index i (-1: a file tool's path).
+func refusePath(i int, rule string) outcome {
+	return outcome{kind: allowlist.KindPath, index: i, rule: rule}
+}
+
+// runs: permitted, run once, then check.
+func runs(check func(h *harness, argv []string, r *sandbox.Result)) outcome {
+	return outcome{check: check}
+}
+
+// literal: permitted and run as one program with every token as given
+// (shell metacharacters included), no shell anywhere.
+func literal(check func(h *harness, argv []string, r *sandbox.Result)) outcome {
+	return outcome{check: func(h *harness, argv []string, r *sandbox.Result) {
+		h.requireLiteral(argv, r)
+		if check != nil {
+			check(h, argv, r)
+		}
+	}}
+}
+
+var shellMeta = regexp.MustCompile("[;|&$`<>()*?!\"'\\\\]")
+
+// requireLiteral: the program that ran is argv[0] itself, every token with
+// a shell metacharacter reached it unchanged, and nothing a shell would
+// have run (id) printed anything.
+func (h *harness) requireLiteral(argv []string, r *sandbox.Result) {
+	t := h.t
+	t.Helper()
+	require.Equal(t, argv[0], r.Argv[0], "the program that ran")
+	for _, a := range argv[1:] {
+		if shellMeta.MatchString(a) {
+			require.Contains(t, r.Argv, a, "token %q did not reach the program as given", a)
+		}
+	}
+	for _, o := range []string{string(r.Stdout), string(r.Stderr)} {
+		require.NotContains(t, o, "uid=", "a shell ran id")
+	}
+}
+
+// refused calls s.Exec with argv and requires the refusal want: its kind,
+// argv index and rule, naming the offending token; no container started.
+func (h *harness) refused(s *sandbox.Session, argv []string, want outcome) *allowlist.Refusal {
+	t := h.t
+	t.Helper()
+	res, err := s.Exec(context.Background(), argv, nil, nil)
+	require.Nil(t, res, "argv %q ran", clipArgv(argv))
+	var r *allowlist.Refusal
+	require.True(t, errors.As(err, &r), "argv %q: want a refusal, got %v", clipArgv(argv), err)
+	require.True(t, errdefs.IsPermissionDenied(err), "argv %q: %v", clipArgv(argv), err)
+	require.Equal(t, want.kind, r.Kind, "argv %q: %v", clipArgv(argv), err)
+	require.Equal(t, want.index, r.Index, "argv %q: %v", clipArgv(argv), err)
+	requireRule(t, r.Rule, want.rule)
+	if r.Index >= 0 && r.Index < len(argv) && len(argv[r.Index]) < 256 {
+		require.Equal(t, argv[r.Index], r.Token, "the refusal names the token")
+		require.Contains(t, err.Error(), fmt.Sprintf("argv[%d]", r.Index))
+	}
+	h.saw(err.Error())
+	h.requireNothingStarted(s)
+	return r
+}
+
+// refusedPath requires a host-side file-tool refusal (CheckRead or
+// CheckWrite) naming rule.
+func (h *harness) refusedPath(err error, p, rule string) {
+	t := h.t
+	t.Helper()
+	var r *allowlist.Refusal
+	require.True(t, errors.As(err, &r), "%q: want a refusal, got %v", p, err)
+	require.Equal(t, allowlist.KindPath, r.Kind, "%q: %v", p, err)
+	require.True(t, errdefs.IsPermissionDenied(err))
+	requireRule(t, r.Rule, rule)
+	h.saw(err.Error())
+}
+
+// ran calls s.Exec with argv: permitted, exactly one task started.
+func (h *harness) ran(s *sandbox.Session, argv []string) *sandbox.Result {
+	t := h.t
+	t.Helper()
+	// Every earlier start of the session has been seen; then this call
+	// starts exactly one more.
+	h.w.waitCount(t, s.ID, "start", h.starts[s.ID])
+	res, err := s.Exec(context.Background(), argv, nil, nil)
+	require.NoError(t, err, "argv %q", clipArgv(argv))
+	h.starts[s.ID]++
+	h.saw(string(res.Stdout), string(res.Stderr))
+	h.w.waitCount(t, s.ID, "start", h.starts[s.ID])
+	return res
+}
+
+// box runs argv in the container without the policy (the kernel side).
+func (h *harness) box(s *sandbox.Session, argv ...string) *sandbox.Result {
+	h.t.Helper()
+	r := inBox(h.t, s, argv...)
+	h.starts[s.ID]++
+	h.saw(string(r.Stdout), string(r.Stderr))
+	return r
+}
+
+// shPrelude makes the busybox applets the tools image lacks callable by
+// their names in the in_box scripts (busybox sh, test image only).
+const shPrelude = `for a in ln mkfifo truncate yes du unshare mount id mknod nc seq; do eval "$a() { busybox $a \"\$@\"; }"; done; `
+
+// boxSh runs a busybox sh script in the container (test image only).
+func (h *harness) boxSh(s *sandbox.Session, script string) *sandbox.Result {
+	h.t.Helper()
+	return h.box(s, "busybox", "sh", "-c", shPrelude+script)
+}
+
+// requireAbsent: opening each of ps in the box fails with ENOENT, exactly
+// as for a name that never existed in the same directory (one container
+// for all).
+func (h *harness) requireAbsent(s *sandbox.Session, ps ...string) {
+	t := h.t
+	t.Helper()
+	if len(ps) == 0 {
+		return
+	}
+	argv := []string{"probe", "open-each"}
+	for _, p := range ps {
+		argv = append(argv, p, path.Join(path.Dir(p), "corral-never-existed"))
+	}
+	r := h.box(s, argv...)
+	got := lines(out(r))
+	require.Len(t, got, len(argv)-2, string(r.Stderr))
+	for i, l := range got {
+		require.Equal(t, argv[2+i]+"\tENOENT", l, "a hidden path answers differently from an absent name")
+	}
+}
+
+// requireViolations: the change set is rejected, listing at least each
+// path in want with its reason (a substring).
+func (h *harness) requireViolations(cs *mounts.ChangeSet, want map[string]string) {
+	t := h.t
+	t.Helper()
+	err := cs.Err()
+	require.Error(t, err, "the change set was not rejected")
+	var rej *mounts.RejectedError
+	require.True(t, errors.As(err, &rej))
+	require.True(t, errdefs.IsPermissionDenied(err))
+	for p, reason := range want {
+		found := slices.ContainsFunc(rej.Violations, func(v mounts.Violation) bool {
+			return v.Path == p && strings.Contains(v.Reason, reason)
+		})
+		require.True(t, found, "no violation %s: %s in %v", p, reason, rej.Violations)
+		require.Contains(t, err.Error(), p)
+	}
+	_, perr := mounts.Patch(cs)
+	require.Error(t, perr, "a rejected set rendered a patch")
+}
+
+// requireRule: the refusal's rule contains want, or one of want's
+// "|"-separated alternatives.
+func requireRule(t *testing.T, rule, want string) {
+	t.Helper()
+	for _, alt := range strings.Split(want, "|") {
+		if strings.Contains(rule, alt) {
+			return
+		}
+	}
+	t.Fatalf("refusal rule %q does not name %q", rule, want)
+}
+
+// requireMissing: stderr reports name (as given, or quoted) as not found.
+func requireMissing(t *testing.T, stderr, name string) {
+	t.Helper()
+	require.Regexp(t, `(^|[\s'"])`+regexp.QuoteMeta(name)+`['"]?:.*No such file or directory`, stderr)
+}
+
+func summary(cs *mounts.ChangeSet) []string {
+	var out []string
+	for _, c := range cs.Changes {
+		out = append(out, string(c.Kind)+" "+c.Path)
+	}
+	return out
+}
+
+func clipArgv(argv []string) []string {
+	out := make([]string, 0, min(len(argv), 12))
+	for i, a := range argv {
+		if i == 12 {
+			out = append(out, fmt.Sprintf("… %d more", len(argv)-12))
+			break
+		}
+		if len(a) > 64 {
+			a = a[:64] + "…"
+		}
+		out = append(out, a)
+	}
+	return out
+}
+
+// --- host environment ---
+
+// setHostEnv puts vars into the supervisor's own environment (where API
+// keys live), each value made unique and recorded as a secret.
+func (h *harness) setHostEnv(vars map[string]string) {
+	for k, v := range vars {
+		val := v + "-" + secretMarker + "env-" + k
+		h.t.Setenv(k, val)
+		h.secrets = append(h.secrets, val)
+	}
+}
+
+// requireFixedEnv: the container's environment is exactly the profile's
+// fixed one, whatever the supervisor's holds.
+func (h *harness) requireFixedEnv(s *sandbox.Session, names ...string) {
+	t := h.t
+	t.Helper()
+	// The tool's own environment (a direct call: a shell would add PWD).
+	require.ElementsMatch(t, profiles.Env, lines(out(h.box(s, "probe", "env"))))
+	var steps []kernelStep
+	for _, p := range []string{"/proc/self/environ", "/proc/1/environ"} {
+		steps = append(steps, kernelStep{what: p, argv: []string{"probe", "read", p}, check: func(t *testing.T, out string, rc int) {
+			require.Equal(t, 0, rc, out)
+			require.Contains(t, out, "PATH=")
+			for _, n := range names {
+				require.NotContains(t, out, n+"=")
+			}
+		}})
+	}
+	h.kernelSteps(s, steps)
+}
+
+// --- containerd events ---
+
+// taskWatcher records the containers created and the tasks started in
+// the test namespace, by session id, from containerd's own events.
+type taskWatcher struct {
+	mu     sync.Mutex
+	counts map[string]int // "<session> <create|start>"
+}
+
+var containerID = regexp.MustCompile(`^corral-([0-9a-f]+)-[0-9]+$`)
+
+func watchTasks(t *testing.T) *taskWatcher {
+	t.Helper()
+	e := testutil.Executor(t)
+	ctx, cancel := context.WithCancel(e.Context(context.Background()))
+	t.Cleanup(cancel)
+	ns := testutil.Namespace
+	ch, errs := e.Client().Subscribe(ctx,
+		fmt.Sprintf(`topic=="/tasks/start",namespace==%q`, ns),
+		fmt.Sprintf(`topic=="/containers/create",namespace==%q`, ns))
+	w := &taskWatcher{counts: map[string]int{}}
+	go func() {
+		for {
+			select {
+			case env := <-ch:
+				if env == nil || env.Event == nil {
+					continue
+				}
+				v, err := typeurl.UnmarshalAny(env.Event)
+				if err != nil {
+					continue
+				}
+				switch ev := v.(type) {
+				case *apievents.TaskStart:
+					w.add(ev.ContainerID, "start")
+				case *apievents.ContainerCreate:
+					w.add(ev.ID, "create")
+				}
+			case <-errs:
+				return
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return w
+}
+
+func (w *taskWatcher) add(id, what string) {
+	m := containerID.FindStringSubmatch(id)
+	if m == nil {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.counts[m[1]+" "+what]++
+}
+
+func (w *taskWatcher) count(session, what string) int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.counts[session+" "+what]
+}
+
+// waitCount waits for the event count to reach n and requires it to be
+// exactly n.
+func (w *taskWatcher) waitCount(t *testing.T, session, what string, n int) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for w.count(session, what) < n && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	require.Equal(t, n, w.count(session, what), "%s events of session %s", what, session)
+}
