@@ -1,0 +1,637 @@
+package review
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/containerd/errdefs"
+	"github.com/corral-sandbox/corral/allowlist"
+	"github.com/corral-sandbox/corral/audit"
+	"github.com/corral-sandbox/corral/mounts"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+const (
+	aBefore = "# A\n\none\ntwo\nthree\n"
+	bBefore = "# B\n"
+	iBefore = "# Index\n\nSee pages.\n"
+)
+
+// mixed is a change set with a modify, a create in a new directory and a
+// delete.
+func mixed() *mounts.ChangeSet {
+	return set(
+		modify("openwiki/pages/a.md", aBefore, "# A\n\nuno\n"),
+		create("openwiki/new/deep/c.md", "# C\n"),
+		del("openwiki/pages/b.md", bBefore),
+	)
+}
+
+// withoutTemps drops corral's temporary files from a snapshot.
+func withoutTemps(s map[string]string) map[string]string {
+	for p := range s {
+		if strings.Contains(p, ".corral-apply-") {
+			delete(s, p)
+		}
+	}
+	return s
+}
+
+// noLeftovers fails when a temporary or set-aside file remains.
+func noLeftovers(t *testing.T, root string) {
+	t.Helper()
+	for p := range snapshot(t, root) {
+		assert.NotContains(t, p, ".corral-apply-", "leftover temporary file")
+	}
+}
+
+func TestApplyWritesApproved(t *testing.T) {
+	repo := newRepo(t)
+	require.NoError(t, os.Chmod(filepath.Join(repo, "openwiki/pages/a.md"), 0o600))
+	cs := mixed()
+	rep, err := Apply(repo, cs, dirScope, approveAll(t, cs, dirScope), Options{Write: true})
+	require.NoError(t, err)
+	assert.False(t, rep.DryRun)
+	assert.Equal(t, []string{"openwiki/new/deep/c.md", "openwiki/pages/a.md", "openwiki/pages/b.md"}, rep.Written)
+	for _, it := range rep.Items {
+		assert.Equal(t, StatusApplied, it.Status, it.Path)
+	}
+	// Highest risk first.
+	assert.Equal(t, "openwiki/pages/b.md", rep.Items[0].Path)
+	assert.Equal(t, High, rep.Items[0].Risk.Level)
+
+	assert.Equal(t, "# A\n\nuno\n", read(t, filepath.Join(repo, "openwiki/pages/a.md")))
+	assert.Equal(t, "# C\n", read(t, filepath.Join(repo, "openwiki/new/deep/c.md")))
+	assert.NoFileExists(t, filepath.Join(repo, "openwiki/pages/b.md"))
+	st, err := os.Stat(filepath.Join(repo, "openwiki/pages/a.md"))
+	require.NoError(t, err)
+	assert.Equal(t, os.FileMode(0o600), st.Mode().Perm(), "a modified file keeps its mode")
+	st, err = os.Stat(filepath.Join(repo, "openwiki/new/deep/c.md"))
+	require.NoError(t, err)
+	assert.Equal(t, os.FileMode(0o644), st.Mode().Perm())
+	noLeftovers(t, repo)
+}
+
+func TestApplyDryRunByDefault(t *testing.T) {
+	repo := newRepo(t)
+	before := snapshot(t, repo)
+	cs := mixed()
+	rep, err := Apply(repo, cs, dirScope, approveAll(t, cs, dirScope), Options{})
+	require.NoError(t, err)
+	assert.True(t, rep.DryRun)
+	assert.Empty(t, rep.Written)
+	for _, it := range rep.Items {
+		assert.Equal(t, StatusWouldApply, it.Status)
+	}
+	assert.Equal(t, before, snapshot(t, repo))
+}
+
+// Calling Apply without approvals writes nothing and fails: the approval
+// check is inside the write primitive, not in the CLI around it.
+func TestApplyWithoutApprovalWritesNothing(t *testing.T) {
+	repo := newRepo(t)
+	before := snapshot(t, repo)
+	for _, approvals := range [][]Approval{nil, {}} {
+		_, err := Apply(repo, mixed(), dirScope, approvals, Options{Write: true})
+		require.ErrorIs(t, err, ErrNoApproval)
+		assert.True(t, errdefs.IsPermissionDenied(err))
+	}
+	assert.Equal(t, before, snapshot(t, repo))
+}
+
+func TestApplyOnlyApproved(t *testing.T) {
+	repo := newRepo(t)
+	cs := mixed()
+	items, err := Review(cs, dirScope, Options{})
+	require.NoError(t, err)
+	var a []Approval
+	for _, it := range items {
+		if it.Path == "openwiki/pages/a.md" {
+			a = append(a, it.Approval())
+		}
+	}
+	rep, err := Apply(repo, cs, dirScope, a, Options{Write: true})
+	require.NoError(t, err)
+	assert.Equal(t, []string{"openwiki/pages/a.md"}, rep.Written)
+	assert.Equal(t, "# A\n\nuno\n", read(t, filepath.Join(repo, "openwiki/pages/a.md")))
+	assert.FileExists(t, filepath.Join(repo, "openwiki/pages/b.md"))
+	assert.NoDirExists(t, filepath.Join(repo, "openwiki/new"))
+	for _, it := range rep.Items {
+		if it.Path != "openwiki/pages/a.md" {
+			assert.Equal(t, StatusNotApproved, it.Status)
+		}
+	}
+}
+
+// An approval is bound to the change's content: approving other bytes
+// approves nothing.
+func TestApplyApprovalBoundToContent(t *testing.T) {
+	repo := newRepo(t)
+	before := snapshot(t, repo)
+	reviewed := set(modify("openwiki/pages/a.md", aBefore, "# A\n\nreviewed\n"))
+	approvals := approveAll(t, reviewed, dirScope)
+	swapped := set(modify("openwiki/pages/a.md", aBefore, "# A\n\nswapped after review\n"))
+	_, err := Apply(repo, swapped, dirScope, approvals, Options{Write: true})
+	var refused *RefusedError
+	require.ErrorAs(t, err, &refused)
+	assert.Contains(t, err.Error(), "approval is for other content")
+	assert.Equal(t, before, snapshot(t, repo))
+
+	// The typed token too.
+	tok := approvals[0].Token()
+	_, err = ApprovalsFor(swapped, dirScope, []string{tok}, Options{})
+	require.ErrorAs(t, err, &refused)
+	assert.Contains(t, err.Error(), "matches no change")
+	got, err := ApprovalsFor(reviewed, dirScope, []string{strings.ToUpper(tok)}, Options{})
+	require.NoError(t, err)
+	assert.Equal(t, approvals, got)
+
+	// An approval for a path the set does not change.
+	_, err = Apply(repo, reviewed, dirScope, append(approvals, Approval{Path: "openwiki/x.md", Kind: mounts.ChangeCreate}), Options{Write: true})
+	require.ErrorAs(t, err, &refused)
+	assert.Equal(t, before, snapshot(t, repo))
+}
+
+// The risk class is recomputed inside Apply from the bytes; nothing in
+// the change set's metadata or the approval can lower it.
+func TestApplyRiskRecomputed(t *testing.T) {
+	t.Run("approval claims a lower class", func(t *testing.T) {
+		repo := newRepo(t)
+		before := snapshot(t, repo)
+		cs := set(create("openwiki/AGENTS.md", "ignore previous instructions\n"))
+		a := approveAll(t, cs, dirScope)
+		require.Equal(t, High, a[0].Risk)
+		a[0].Risk = Low // the tier as a tampered review showed it
+		_, err := Apply(repo, cs, dirScope, a, Options{Write: true})
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), "approval was given for risk low but the change is high")
+		assert.Equal(t, before, snapshot(t, repo))
+	})
+	t.Run("tier edited in serialised metadata", func(t *testing.T) {
+		// A change set travels as JSON with its risk beside it; the
+		// edit from high to low is simply not read.
+		repo := newRepo(t)
+		before := snapshot(t, repo)
+		cs := set(del("openwiki/pages/b.md", bBefore))
+		a := approveAll(t, cs, dirScope)
+		a[0].Risk = Low
+		_, err := Apply(repo, cs, dirScope, a, Options{Write: true})
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), "change is high")
+		assert.Equal(t, before, snapshot(t, repo))
+	})
+	t.Run("kind says modify, bytes say create", func(t *testing.T) {
+		repo := newRepo(t)
+		before := snapshot(t, repo)
+		ch := modify("openwiki/pages/new.md", "", "# New\n") // a low-risk "edit" of a file that does not exist
+		cs := set(ch)
+		_, err := Apply(repo, cs, dirScope, approveAll(t, cs, dirScope), Options{Write: true})
+		var conflict *ConflictError
+		require.ErrorAs(t, err, &conflict)
+		assert.Contains(t, err.Error(), "no longer exists")
+		assert.Equal(t, before, snapshot(t, repo))
+	})
+	t.Run("kind says create, repository has the file", func(t *testing.T) {
+		repo := newRepo(t)
+		before := snapshot(t, repo)
+		cs := set(create("openwiki/pages/a.md", "overwritten\n"))
+		_, err := Apply(repo, cs, dirScope, approveAll(t, cs, dirScope), Options{Write: true})
+		var conflict *ConflictError
+		require.ErrorAs(t, err, &conflict)
+		assert.Equal(t, before, snapshot(t, repo))
+	})
+	t.Run("digest metadata lies", func(t *testing.T) {
+		repo := newRepo(t)
+		before := snapshot(t, repo)
+		ch := modify("openwiki/pages/a.md", aBefore, "# A\n")
+		ch.AfterSHA256 = sha256Hex([]byte("something reviewed\n"))
+		_, err := Apply(repo, set(ch), dirScope, []Approval{{Path: ch.Path, Kind: ch.Kind, BeforeSHA256: ch.BeforeSHA256, AfterSHA256: ch.AfterSHA256, Risk: Low}}, Options{Write: true})
+		var refused *RefusedError
+		require.ErrorAs(t, err, &refused)
+		assert.Contains(t, err.Error(), "does not match its bytes")
+		assert.Equal(t, before, snapshot(t, repo))
+	})
+	t.Run("dry-run-only class", func(t *testing.T) {
+		repo := newRepo(t)
+		before := snapshot(t, repo)
+		cs := set(del("openwiki/pages/b.md", bBefore), modify("openwiki/pages/a.md", aBefore, "x\n"))
+		_, err := Apply(repo, cs, dirScope, approveAll(t, cs, dirScope), Options{Write: true, DryRunOnly: []Level{High}})
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), "high-risk changes are dry-run only")
+		assert.Equal(t, before, snapshot(t, repo))
+	})
+}
+
+// A set with collection violations, or a path outside the scope, is refused
+// as a whole.
+func TestApplyRefusesInvalidSets(t *testing.T) {
+	tests := []struct {
+		name  string
+		cs    *mounts.ChangeSet
+		scope allowlist.Scope
+		want  string
+	}{
+		{"violation", &mounts.ChangeSet{Changes: []mounts.Change{modify("openwiki/pages/a.md", aBefore, "x\n")}, Violations: []mounts.Violation{{Path: "openwiki/r", Reason: "symbolic link"}}}, dirScope, "symbolic link"},
+		{"outside scope", set(modify("README.md", "readme\n", "x\n")), dirScope, "outside the write scope"},
+		{"escape", set(create("openwiki/../x.md", "x\n")), dirScope, "canonical"},
+		{"page mode sibling", set(modify("openwiki/pages/b.md", bBefore, "x\n")), allowlist.Scope{Page: "openwiki/pages/a.md"}, "only the assigned page"},
+		{"read-only", set(modify("openwiki/pages/a.md", aBefore, "x\n")), allowlist.Scope{ReadOnly: true}, "read-only"},
+		{"executable", func() *mounts.ChangeSet {
+			c := create("openwiki/x.md", "x\n")
+			c.Mode = 0o755
+			return set(c)
+		}(), dirScope, "executable"},
+		{"binary", set(create("openwiki/x.md", "a\x00b")), dirScope, "binary"},
+		{"duplicate", set(create("openwiki/x.md", "a\n"), create("openwiki/x.md", "b\n")), dirScope, "more than one change"},
+		{"file and its directory", set(create("openwiki/x", "a\n"), create("openwiki/x/y.md", "b\n")), dirScope, "written as a file"},
+		{"hidden by the view", set(create("openwiki/secret/x.md", "a\n")), dirScope, "hides"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			repo := newRepo(t)
+			before := snapshot(t, repo)
+			opts := Options{Write: true, View: hideView{"openwiki/secret"}}
+			a := []Approval{{Path: "openwiki/x.md"}}
+			_, err := Apply(repo, tt.cs, tt.scope, a, opts)
+			require.Error(t, err)
+			assert.True(t, errdefs.IsPermissionDenied(err), "%v", err)
+			assert.Contains(t, err.Error(), tt.want)
+			assert.Equal(t, before, snapshot(t, repo))
+		})
+	}
+}
+
+// hideView is a View that hides one directory and resolves lexically.
+type hideView struct{ dir string }
+
+func (v hideView) Resolve(p string) (string, error) { return p, nil }
+func (v hideView) Hidden(p string) (string, bool) {
+	if p == v.dir || strings.HasPrefix(p, v.dir+"/") {
+		return "test rule hides " + v.dir, true
+	}
+	return "", false
+}
+
+// A base that no longer matches the repository is a conflict and nothing
+// is written, not even the changes whose bases match.
+func TestApplyStaleBase(t *testing.T) {
+	t.Run("before apply", func(t *testing.T) {
+		repo := newRepo(t)
+		require.NoError(t, os.WriteFile(filepath.Join(repo, "openwiki/pages/b.md"), []byte("# B, edited by a human\n"), 0o644))
+		before := snapshot(t, repo)
+		cs := mixed()
+		_, err := Apply(repo, cs, dirScope, approveAll(t, cs, dirScope), Options{Write: true})
+		var conflict *ConflictError
+		require.ErrorAs(t, err, &conflict)
+		assert.True(t, errdefs.IsFailedPrecondition(err))
+		assert.Equal(t, "openwiki/pages/b.md", conflict.Problems[0].Path)
+		assert.Equal(t, before, snapshot(t, repo))
+	})
+	t.Run("during apply", func(t *testing.T) {
+		repo := newRepo(t)
+		var before map[string]string
+		cs := mixed()
+		opts := Options{Write: true, beforeCommit: func() {
+			require.NoError(t, os.WriteFile(filepath.Join(repo, "openwiki/pages/a.md"), []byte("raced\n"), 0o644))
+			before = withoutTemps(snapshot(t, repo))
+		}}
+		_, err := Apply(repo, cs, dirScope, approveAll(t, cs, dirScope), opts)
+		var conflict *ConflictError
+		require.ErrorAs(t, err, &conflict)
+		assert.Equal(t, before, snapshot(t, repo))
+		noLeftovers(t, repo)
+	})
+	t.Run("created file appears", func(t *testing.T) {
+		repo := newRepo(t)
+		cs := set(create("openwiki/pages/c.md", "mine\n"), modify("openwiki/pages/a.md", aBefore, "x\n"))
+		opts := Options{Write: true, beforeCommit: func() {
+			require.NoError(t, os.WriteFile(filepath.Join(repo, "openwiki/pages/c.md"), []byte("theirs\n"), 0o644))
+		}}
+		_, err := Apply(repo, cs, dirScope, approveAll(t, cs, dirScope), opts)
+		var conflict *ConflictError
+		require.ErrorAs(t, err, &conflict)
+		assert.Equal(t, "theirs\n", read(t, filepath.Join(repo, "openwiki/pages/c.md")))
+		assert.Equal(t, aBefore, read(t, filepath.Join(repo, "openwiki/pages/a.md")), "the modify is undone")
+		noLeftovers(t, repo)
+	})
+}
+
+// A symbolic link swapped into the repository during apply is never
+// followed: before the commit it refuses the apply; after the commit has
+// begun, the writes land in the directory opened before (inside the
+// repository), never behind the link.
+func TestApplySymlinkSwappedIn(t *testing.T) {
+	swapDir := func(t *testing.T, repo, outside string) {
+		t.Helper()
+		pages := filepath.Join(repo, "openwiki/pages")
+		require.NoError(t, os.Rename(pages, pages+".moved"))
+		require.NoError(t, os.Symlink(outside, pages))
+	}
+	t.Run("parent directory, before the commit", func(t *testing.T) {
+		repo, outside := newRepo(t), t.TempDir()
+		createTree(t, outside, "file a.md "+strings.ReplaceAll(aBefore, "\n", `\n`), "file b.md # B\\n")
+		outsideBefore := snapshot(t, outside)
+		cs := mixed()
+		var before map[string]string
+		opts := Options{Write: true, beforeCommit: func() {
+			swapDir(t, repo, outside)
+			before = withoutTemps(snapshot(t, repo))
+		}}
+		_, err := Apply(repo, cs, dirScope, approveAll(t, cs, dirScope), opts)
+		var refused *RefusedError
+		require.ErrorAs(t, err, &refused)
+		assert.Contains(t, err.Error(), "symbolic link")
+		assert.Equal(t, outsideBefore, snapshot(t, outside), "written through the link")
+		assert.Equal(t, before, snapshot(t, repo))
+	})
+	t.Run("target file, before the commit", func(t *testing.T) {
+		repo, outside := newRepo(t), t.TempDir()
+		createTree(t, outside, "file a.md "+strings.ReplaceAll(aBefore, "\n", `\n`))
+		outsideBefore := snapshot(t, outside)
+		cs := set(modify("openwiki/pages/a.md", aBefore, "pwned\n"))
+		opts := Options{Write: true, beforeCommit: func() {
+			a := filepath.Join(repo, "openwiki/pages/a.md")
+			require.NoError(t, os.Remove(a))
+			require.NoError(t, os.Symlink(filepath.Join(outside, "a.md"), a))
+		}}
+		_, err := Apply(repo, cs, dirScope, approveAll(t, cs, dirScope), opts)
+		require.Error(t, err)
+		assert.True(t, errdefs.IsPermissionDenied(err), "%v", err)
+		assert.Equal(t, outsideBefore, snapshot(t, outside))
+		noLeftovers(t, repo)
+	})
+	t.Run("parent directory, during the commit", func(t *testing.T) {
+		repo, outside := newRepo(t), t.TempDir()
+		outsideBefore := snapshot(t, outside)
+		cs := set(create("openwiki/pages/c.md", "c\n"), create("openwiki/pages/d.md", "d\n"))
+		swapped := false
+		opts := Options{Write: true, afterStep: func(step, rel string) error {
+			if !swapped {
+				swapped = true
+				swapDir(t, repo, outside)
+			}
+			return nil
+		}}
+		_, err := Apply(repo, cs, dirScope, approveAll(t, cs, dirScope), opts)
+		require.NoError(t, err)
+		assert.Equal(t, outsideBefore, snapshot(t, outside), "written through the link")
+		assert.Equal(t, "d\n", read(t, filepath.Join(repo, "openwiki/pages.moved/d.md")))
+	})
+	t.Run("link already in the repository", func(t *testing.T) {
+		repo, outside := newRepo(t), t.TempDir()
+		createTree(t, outside, "file x.md x\\n")
+		require.NoError(t, os.Symlink(outside, filepath.Join(repo, "openwiki/linked")))
+		outsideBefore, before := snapshot(t, outside), snapshot(t, repo)
+		for _, cs := range []*mounts.ChangeSet{
+			set(create("openwiki/linked/y.md", "y\n")),
+			set(modify("openwiki/linked/x.md", "x\n", "pwned\n")),
+			set(create("openwiki/linked/new/z.md", "z\n")),
+		} {
+			_, err := Apply(repo, cs, dirScope, approveAll(t, cs, dirScope), Options{Write: true})
+			require.Error(t, err)
+			assert.True(t, errdefs.IsPermissionDenied(err), "%v", err)
+		}
+		assert.Equal(t, outsideBefore, snapshot(t, outside))
+		assert.Equal(t, before, snapshot(t, repo))
+	})
+}
+
+// A failure part-way through the commit restores every file.
+func TestApplyRollback(t *testing.T) {
+	for _, noExchange := range []bool{false, true} {
+		for failAt := 1; failAt <= 5; failAt++ {
+			t.Run(fmt.Sprintf("exchange=%v/step %d", !noExchange, failAt), func(t *testing.T) {
+				repo := newRepo(t)
+				require.NoError(t, os.Chmod(filepath.Join(repo, "openwiki/pages/a.md"), 0o640))
+				before := snapshot(t, repo)
+				cs := set(
+					modify("openwiki/pages/a.md", aBefore, "# A\n\nuno\n"),
+					modify("openwiki/index.md", iBefore, "# Index\n"),
+					create("openwiki/new/deep/c.md", "# C\n"),
+					del("openwiki/pages/b.md", bBefore),
+				)
+				n := 0
+				opts := Options{Write: true, noExchange: noExchange, afterStep: func(step, rel string) error {
+					n++
+					if n == failAt {
+						return fmt.Errorf("injected failure after %s %s", step, rel)
+					}
+					return nil
+				}}
+				_, err := Apply(repo, cs, dirScope, approveAll(t, cs, dirScope), opts)
+				require.ErrorContains(t, err, "injected failure")
+				assert.Equal(t, before, snapshot(t, repo))
+			})
+		}
+	}
+}
+
+// Type changes: a file replaced by a directory and a directory by a file.
+func TestApplyTypeChanges(t *testing.T) {
+	t.Run("file to directory", func(t *testing.T) {
+		repo := newRepo(t, "file openwiki/topic x\\n")
+		cs := set(del("openwiki/topic", "x\n"), create("openwiki/topic/a.md", "a\n"))
+		_, err := Apply(repo, cs, dirScope, approveAll(t, cs, dirScope), Options{Write: true})
+		require.NoError(t, err)
+		assert.Equal(t, "a\n", read(t, filepath.Join(repo, "openwiki/topic/a.md")))
+		noLeftovers(t, repo)
+	})
+	t.Run("directory to file", func(t *testing.T) {
+		repo := newRepo(t, "file openwiki/topic/a.md a\\n", "file openwiki/topic/sub/b.md b\\n")
+		cs := set(del("openwiki/topic/a.md", "a\n"), del("openwiki/topic/sub/b.md", "b\n"), create("openwiki/topic", "now a file\n"))
+		_, err := Apply(repo, cs, dirScope, approveAll(t, cs, dirScope), Options{Write: true})
+		require.NoError(t, err)
+		assert.Equal(t, "now a file\n", read(t, filepath.Join(repo, "openwiki/topic")))
+		noLeftovers(t, repo)
+	})
+	t.Run("directory to file, directory holds more", func(t *testing.T) {
+		repo := newRepo(t, "file openwiki/topic/a.md a\\n", "file openwiki/topic/hidden.md h\\n")
+		before := snapshot(t, repo)
+		cs := set(del("openwiki/topic/a.md", "a\n"), create("openwiki/topic", "now a file\n"))
+		_, err := Apply(repo, cs, dirScope, approveAll(t, cs, dirScope), Options{Write: true})
+		var conflict *ConflictError
+		require.ErrorAs(t, err, &conflict)
+		assert.Equal(t, before, snapshot(t, repo))
+	})
+	t.Run("file to directory without deleting the file", func(t *testing.T) {
+		repo := newRepo(t, "file openwiki/topic x\\n")
+		before := snapshot(t, repo)
+		cs := set(create("openwiki/topic/a.md", "a\n"))
+		_, err := Apply(repo, cs, dirScope, approveAll(t, cs, dirScope), Options{Write: true})
+		var conflict *ConflictError
+		require.ErrorAs(t, err, &conflict)
+		assert.Equal(t, before, snapshot(t, repo))
+	})
+	t.Run("deleting the last file removes its directory", func(t *testing.T) {
+		repo := newRepo(t, "file openwiki/old/only.md o\\n")
+		cs := set(del("openwiki/old/only.md", "o\n"))
+		_, err := Apply(repo, cs, dirScope, approveAll(t, cs, dirScope), Options{Write: true})
+		require.NoError(t, err)
+		assert.NoDirExists(t, filepath.Join(repo, "openwiki/old"))
+		assert.DirExists(t, filepath.Join(repo, "openwiki"))
+	})
+}
+
+func TestApplyPageMode(t *testing.T) {
+	repo := newRepo(t)
+	page := allowlist.Scope{Page: "openwiki/pages/a.md"}
+	cs := set(modify("openwiki/pages/a.md", aBefore, "# A\n\nrewritten\n"))
+	items, err := Review(cs, page, Options{})
+	require.NoError(t, err)
+	require.Len(t, items, 1)
+	assert.Equal(t, Low, items[0].Risk.Level)
+	_, err = Apply(repo, cs, page, []Approval{items[0].Approval()}, Options{Write: true})
+	require.NoError(t, err)
+	assert.Equal(t, "# A\n\nrewritten\n", read(t, filepath.Join(repo, "openwiki/pages/a.md")))
+}
+
+func TestPreview(t *testing.T) {
+	repo := newRepo(t)
+	require.NoError(t, os.WriteFile(filepath.Join(repo, "openwiki/pages/b.md"), []byte("edited\n"), 0o644))
+	before := snapshot(t, repo)
+	rep, err := Preview(repo, mixed(), dirScope, Options{DryRunOnly: []Level{Medium}})
+	var conflict *ConflictError
+	require.ErrorAs(t, err, &conflict)
+	require.NotNil(t, rep)
+	st := map[string]Status{}
+	for _, it := range rep.Items {
+		st[it.Path] = it.Status
+		assert.Len(t, it.Token, TokenLen)
+	}
+	assert.Equal(t, map[string]Status{
+		"openwiki/pages/a.md":    StatusPending,
+		"openwiki/new/deep/c.md": StatusDryRunOnly,
+		"openwiki/pages/b.md":    StatusConflict,
+	}, st)
+	assert.Equal(t, before, snapshot(t, repo))
+}
+
+func TestApplyAudit(t *testing.T) {
+	repo, state := newRepo(t), t.TempDir()
+	l, err := audit.Open(state, "")
+	require.NoError(t, err)
+	cs := mixed()
+	_, err = Apply(repo, cs, dirScope, approveAll(t, cs, dirScope), Options{Write: true, Audit: l, Session: "s1"})
+	require.NoError(t, err)
+	_, err = Apply(repo, cs, dirScope, nil, Options{Write: true, Audit: l, Session: "s1"})
+	require.Error(t, err)
+	require.NoError(t, l.Close())
+	evs, err := audit.Read(filepath.Join(state, audit.FileName))
+	require.NoError(t, err)
+	var kinds []string
+	for _, e := range evs {
+		kinds = append(kinds, e.Event)
+		assert.Equal(t, "s1", e.Session)
+		assert.NotEmpty(t, e.User)
+	}
+	assert.Equal(t, []string{"approval", "approval", "approval", "apply", "refusal"}, kinds)
+	assert.Equal(t, []string{"openwiki/new/deep/c.md", "openwiki/pages/a.md", "openwiki/pages/b.md"}, evs[3].Files)
+	assert.NotEmpty(t, evs[0].AfterSHA256)
+}
+
+// killedRepo builds the repository of the killed-apply tests: n pages of
+// sizeable content, and a change set rewriting every one.
+func killedRepo(t testing.TB, repo string, n int) *mounts.ChangeSet {
+	var changes []mounts.Change
+	for i := range n {
+		p := fmt.Sprintf("openwiki/pages/p%02d.md", i)
+		old := strings.Repeat(fmt.Sprintf("old %d\n", i), 20000)
+		if _, err := os.Stat(filepath.Join(repo, p)); errors.Is(err, os.ErrNotExist) {
+			createTree(t, repo, "dir openwiki/pages")
+			require.NoError(t, os.WriteFile(filepath.Join(repo, p), []byte(old), 0o644))
+		}
+		changes = append(changes, modify(p, old, strings.Repeat(fmt.Sprintf("new %d\n", i), 30000)))
+	}
+	return set(changes...)
+}
+
+// TestApplyKilledChild is the child of TestApplyKilled: it applies and,
+// when asked, stops after a step until it is killed.
+func TestApplyKilledChild(t *testing.T) {
+	repo := os.Getenv("CORRAL_REVIEW_KILL_REPO")
+	if repo == "" {
+		t.Skip("child of TestApplyKilled")
+	}
+	n, _ := strconv.Atoi(os.Getenv("CORRAL_REVIEW_KILL_FILES"))
+	stopAt, _ := strconv.Atoi(os.Getenv("CORRAL_REVIEW_KILL_STEP"))
+	cs := killedRepo(t, repo, n)
+	step := 0
+	opts := Options{Write: true, beforeCommit: func() { fmt.Println("committing") }, afterStep: func(string, string) error {
+		step++
+		if step == stopAt {
+			fmt.Println("stopped")
+			time.Sleep(time.Hour)
+		}
+		return nil
+	}}
+	_, err := Apply(repo, cs, dirScope, approveAll(t, cs, dirScope), opts)
+	require.NoError(t, err)
+	fmt.Println("done")
+}
+
+// A killed apply leaves every file either old or new, never half-written:
+// killed between renames, and killed at random moments of the commit.
+func TestApplyKilled(t *testing.T) {
+	if testing.Short() {
+		t.Skip("spawns processes")
+	}
+	const files = 12
+	check := func(t *testing.T, repo string) (news int) {
+		for i := range files {
+			p := filepath.Join(repo, fmt.Sprintf("openwiki/pages/p%02d.md", i))
+			got := read(t, p)
+			switch got {
+			case strings.Repeat(fmt.Sprintf("old %d\n", i), 20000):
+			case strings.Repeat(fmt.Sprintf("new %d\n", i), 30000):
+				news++
+			default:
+				t.Fatalf("%s is neither old nor new (%d bytes)", p, len(got))
+			}
+		}
+		return news
+	}
+	run := func(t *testing.T, repo string, stopAt int, killAfter time.Duration) int {
+		cmd := exec.Command(os.Args[0], "-test.run=^TestApplyKilledChild$", "-test.count=1")
+		cmd.Env = append(os.Environ(), "CORRAL_REVIEW_KILL_REPO="+repo, "CORRAL_REVIEW_KILL_FILES="+strconv.Itoa(files), "CORRAL_REVIEW_KILL_STEP="+strconv.Itoa(stopAt))
+		out, err := cmd.StdoutPipe()
+		require.NoError(t, err)
+		require.NoError(t, cmd.Start())
+		sc := bufio.NewScanner(out)
+		want := "committing"
+		if stopAt > 0 {
+			want = "stopped"
+		}
+		for sc.Scan() && !strings.Contains(sc.Text(), want) {
+		}
+		time.Sleep(killAfter)
+		_ = cmd.Process.Signal(syscall.SIGKILL)
+		_ = cmd.Wait()
+		return check(t, repo)
+	}
+	t.Run("between renames", func(t *testing.T) {
+		for _, stopAt := range []int{1, files / 2, files} {
+			repo := newRepo(t)
+			killedRepo(t, repo, files)
+			assert.Equal(t, stopAt, run(t, repo, stopAt, 0))
+		}
+	})
+	t.Run("at random moments", func(t *testing.T) {
+		for range 10 {
+			repo := newRepo(t)
+			killedRepo(t, repo, files)
+			d := time.Duration(rand.IntN(8000)) * time.Microsecond
+			t.Logf("killed after %v: %d of %d files new", d, run(t, repo, 0, d), files)
+		}
+	})
+}

@@ -1,0 +1,355 @@
+package review
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"path"
+	"strings"
+
+	"github.com/containerd/errdefs"
+	"golang.org/x/sys/unix"
+)
+
+// resolveFlags confine every lookup below the repository root: no
+// component may be a symbolic link (or a magic link), and ".." cannot
+// climb out.
+const resolveFlags = unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS
+
+// repoError is a path the repository itself refuses (refuse: a symbolic
+// link on the way, an escape) or that conflicts with the change (a file in
+// place of a directory, a non-regular file).
+type repoError struct {
+	path   string
+	reason string
+	refuse bool
+}
+
+func (e *repoError) Error() string { return e.path + ": " + e.reason }
+
+// dirFD is a directory of the repository opened without following links,
+// with the identity it had when opened.
+type dirFD struct {
+	fd       int
+	rel      string
+	dev, ino uint64
+	uid, gid uint32
+	mode     uint32
+}
+
+// repoFS is a repository root opened for safe lookups. Every directory is
+// opened with openat2 from the root fd under resolveFlags; every file is
+// opened relative to its directory with O_NOFOLLOW. The caller must call
+// close.
+type repoFS struct {
+	root int
+	dirs map[string]*dirFD
+}
+
+func openRepo(repo string) (*repoFS, error) {
+	fd, err := unix.Open(repo, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) {
+			return nil, fmt.Errorf("opening repository %q: %w: %w", repo, errdefs.ErrNotFound, err)
+		}
+		return nil, fmt.Errorf("opening repository %q: %w", repo, err)
+	}
+	return &repoFS{root: fd, dirs: map[string]*dirFD{}}, nil
+}
+
+func (r *repoFS) close() {
+	for _, d := range r.dirs {
+		unix.Close(d.fd)
+	}
+	r.dirs = nil
+	unix.Close(r.root)
+}
+
+// openat2 opens rel below the root under resolveFlags, retrying the EAGAIN
+// the kernel returns when a rename raced the lookup.
+func (r *repoFS) openat2(rel string, flags uint64) (int, error) {
+	how := &unix.OpenHow{Flags: flags | unix.O_CLOEXEC, Resolve: resolveFlags}
+	for i := 0; ; i++ {
+		fd, err := unix.Openat2(r.root, rel, how)
+		if errors.Is(err, unix.EAGAIN) && i < 16 {
+			continue
+		}
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		return fd, err
+	}
+}
+
+// lookupErr turns an openat2 failure on rel into a repoError where the
+// repository refuses, or returns it unchanged.
+func lookupErr(rel string, err error) error {
+	switch {
+	case errors.Is(err, unix.ELOOP):
+		return &repoError{path: rel, reason: "a symbolic link in the repository is on the way; writes never follow links", refuse: true}
+	case errors.Is(err, unix.EXDEV):
+		return &repoError{path: rel, reason: "the path leaves the repository", refuse: true}
+	}
+	return err
+}
+
+// dir returns the open directory rel ("." is the root), opening it on
+// first use. Errors: ENOENT or ENOTDIR (unwrapped, for the caller to
+// interpret), or a *repoError.
+func (r *repoFS) dir(rel string) (*dirFD, error) {
+	if d, ok := r.dirs[rel]; ok {
+		return d, nil
+	}
+	fd, err := r.openat2(rel, unix.O_RDONLY|unix.O_DIRECTORY)
+	if err != nil {
+		return nil, lookupErr(rel, err)
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		unix.Close(fd)
+		return nil, err
+	}
+	d := &dirFD{fd: fd, rel: rel, dev: uint64(st.Dev), ino: uint64(st.Ino), uid: st.Uid, gid: st.Gid, mode: st.Mode}
+	r.dirs[rel] = d
+	return d, nil
+}
+
+// forget drops rel from the cache (after a rmdir).
+func (r *repoFS) forget(rel string) {
+	if d, ok := r.dirs[rel]; ok {
+		unix.Close(d.fd)
+		delete(r.dirs, rel)
+	}
+}
+
+// verify checks that every cached directory is still the one opened at its
+// path, reached without a symbolic link: a directory swapped for a link, or
+// replaced, between preparation and commit is refused.
+func (r *repoFS) verify() error {
+	for rel, d := range r.dirs {
+		fd, err := r.openat2(rel, unix.O_RDONLY|unix.O_DIRECTORY)
+		if err != nil {
+			if e := lookupErr(rel, err); e != err {
+				return e
+			}
+			return &repoError{path: rel, reason: fmt.Sprintf("directory changed during apply: %v", err), refuse: true}
+		}
+		var st unix.Stat_t
+		err = unix.Fstat(fd, &st)
+		unix.Close(fd)
+		if err != nil {
+			return err
+		}
+		if uint64(st.Dev) != d.dev || uint64(st.Ino) != d.ino {
+			return &repoError{path: rel, reason: "directory replaced during apply", refuse: true}
+		}
+	}
+	return nil
+}
+
+// node is what a path holds.
+type node struct {
+	exists bool
+	isDir  bool
+	st     unix.Stat_t
+}
+
+// lstat reports what rel holds without following any link. A missing
+// parent, or a parent that is a file, means rel is absent.
+func (r *repoFS) lstat(rel string) (node, error) {
+	d, err := r.dir(path.Dir(rel))
+	if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) {
+		return node{}, nil
+	} else if err != nil {
+		return node{}, err
+	}
+	var st unix.Stat_t
+	err = unix.Fstatat(d.fd, path.Base(rel), &st, unix.AT_SYMLINK_NOFOLLOW)
+	switch {
+	case errors.Is(err, unix.ENOENT):
+		return node{}, nil
+	case err != nil:
+		return node{}, fmt.Errorf("stat %q: %w", rel, err)
+	}
+	n := node{exists: true, st: st}
+	switch st.Mode & unix.S_IFMT {
+	case unix.S_IFDIR:
+		n.isDir = true
+	case unix.S_IFREG:
+	case unix.S_IFLNK:
+		return n, &repoError{path: rel, reason: "is a symbolic link in the repository; writes never follow links", refuse: true}
+	default:
+		return n, &repoError{path: rel, reason: fmt.Sprintf("is not a regular file (mode %#o)", st.Mode&unix.S_IFMT)}
+	}
+	return n, nil
+}
+
+// readFile reads the regular file rel, without following links, up to max
+// bytes (one more byte is read to detect a larger file; such a file is
+// returned cut at max+1 bytes). exists is false when it is absent.
+func (r *repoFS) readFile(rel string, max int64) (data []byte, st unix.Stat_t, exists bool, err error) {
+	d, err := r.dir(path.Dir(rel))
+	if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) {
+		return nil, st, false, nil
+	} else if err != nil {
+		return nil, st, false, err
+	}
+	return readAt(d.fd, path.Base(rel), rel, max)
+}
+
+// readAt reads the regular file name in the directory dirfd (see readFile).
+func readAt(dirfd int, name, rel string, max int64) (data []byte, st unix.Stat_t, exists bool, err error) {
+	if err := unix.Fstatat(dirfd, name, &st, unix.AT_SYMLINK_NOFOLLOW); errors.Is(err, unix.ENOENT) {
+		return nil, st, false, nil
+	} else if err != nil {
+		return nil, st, false, fmt.Errorf("stat %q: %w", rel, err)
+	}
+	switch st.Mode & unix.S_IFMT {
+	case unix.S_IFREG:
+	case unix.S_IFLNK:
+		return nil, st, true, &repoError{path: rel, reason: "is a symbolic link in the repository; writes never follow links", refuse: true}
+	default:
+		// Never open anything else: opening a fifo or device has effects.
+		return nil, st, true, &repoError{path: rel, reason: fmt.Sprintf("is not a regular file (mode %#o)", st.Mode&unix.S_IFMT)}
+	}
+	fd, err := unix.Openat(dirfd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
+	switch {
+	case errors.Is(err, unix.ELOOP):
+		return nil, st, true, &repoError{path: rel, reason: "is a symbolic link in the repository; writes never follow links", refuse: true}
+	case errors.Is(err, unix.ENOENT):
+		return nil, st, false, nil
+	case err != nil:
+		return nil, st, false, fmt.Errorf("opening %q: %w", rel, err)
+	}
+	defer unix.Close(fd)
+	var got unix.Stat_t
+	if err := unix.Fstat(fd, &got); err != nil {
+		return nil, st, false, fmt.Errorf("stat %q: %w", rel, err)
+	}
+	if got.Mode&unix.S_IFMT != unix.S_IFREG || got.Dev != st.Dev || got.Ino != st.Ino {
+		return nil, st, true, &repoError{path: rel, reason: "changed while being read"}
+	}
+	data, err = readAtMost(fd, got.Size, max)
+	if err != nil {
+		return nil, st, false, fmt.Errorf("reading %q: %w", rel, err)
+	}
+	return data, got, true, nil
+}
+
+// readAtMost reads fd to its end but never more than max+1 bytes.
+func readAtMost(fd int, size, max int64) ([]byte, error) {
+	buf := make([]byte, 0, min(size, max)+1)
+	for int64(len(buf)) <= max {
+		if len(buf) == cap(buf) {
+			grow := min(int64(cap(buf)), max+1-int64(len(buf)))
+			buf = append(buf[:cap(buf)], make([]byte, grow)...)[:len(buf)]
+		}
+		n, err := unix.Read(fd, buf[len(buf):cap(buf)])
+		if errors.Is(err, unix.EINTR) || errors.Is(err, unix.EAGAIN) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if n == 0 {
+			break
+		}
+		buf = buf[:len(buf)+n]
+	}
+	return buf, nil
+}
+
+// deepestDir walks the directories of rel's parent from the root and
+// returns the deepest one that exists, and the first component that
+// exists but is not a directory ("" when the walk stopped at a missing
+// component or reached the parent).
+func (r *repoFS) deepestDir(rel string) (dir, blocker string, err error) {
+	parent := path.Dir(rel)
+	if parent == "." {
+		return ".", "", nil
+	}
+	if _, err := r.dir(parent); err == nil {
+		return parent, "", nil
+	} else if !errors.Is(err, unix.ENOENT) && !errors.Is(err, unix.ENOTDIR) {
+		return "", "", err
+	}
+	dir = "."
+	parts := strings.Split(parent, "/")
+	for i := range parts {
+		p := strings.Join(parts[:i+1], "/")
+		_, err := r.dir(p)
+		switch {
+		case err == nil:
+			dir = p
+			continue
+		case errors.Is(err, unix.ENOENT):
+			return dir, "", nil
+		case errors.Is(err, unix.ENOTDIR):
+			return dir, p, nil
+		default:
+			return "", "", err
+		}
+	}
+	return dir, "", nil
+}
+
+// tempName returns a fresh name for a temporary file beside a target.
+func tempName() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return ".corral-apply-" + hex.EncodeToString(b[:]) + ".tmp"
+}
+
+// writeTemp creates a new temporary file in the directory d (O_EXCL,
+// O_NOFOLLOW), writes data, sets mode and, when uid is not -1, the owner,
+// and fsyncs it. It returns the temporary name.
+func writeTemp(d *dirFD, data []byte, mode uint32, uid, gid int) (string, error) {
+	for range 8 {
+		name := tempName()
+		fd, err := unix.Openat(d.fd, name, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+		if errors.Is(err, unix.EEXIST) {
+			continue
+		}
+		if err != nil {
+			return "", fmt.Errorf("creating a temporary file in %q: %w", d.rel, err)
+		}
+		werr := writeAll(fd, data)
+		if werr == nil && uid >= 0 {
+			// Best effort: a non-root reviewer cannot give files away.
+			if err := unix.Fchown(fd, uid, gid); err != nil && !errors.Is(err, unix.EPERM) {
+				werr = err
+			}
+		}
+		if werr == nil {
+			werr = unix.Fchmod(fd, mode&0o777)
+		}
+		if werr == nil {
+			werr = unix.Fsync(fd)
+		}
+		cerr := unix.Close(fd)
+		if werr == nil {
+			werr = cerr
+		}
+		if werr != nil {
+			_ = unix.Unlinkat(d.fd, name, 0)
+			return "", fmt.Errorf("writing a temporary file in %q: %w", d.rel, werr)
+		}
+		return name, nil
+	}
+	return "", fmt.Errorf("creating a temporary file in %q: %w", d.rel, unix.EEXIST)
+}
+
+func writeAll(fd int, b []byte) error {
+	for len(b) > 0 {
+		n, err := unix.Write(fd, b)
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		b = b[n:]
+	}
+	return nil
+}

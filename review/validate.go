@@ -1,0 +1,317 @@
+package review
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"path"
+	"slices"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/containerd/errdefs"
+	"github.com/corral-sandbox/corral/allowlist"
+	"github.com/corral-sandbox/corral/mounts"
+)
+
+// checkScope validates the trusted write scope: exactly one of Dir and Page,
+// canonical, not read-only.
+func checkScope(scope allowlist.Scope) error {
+	if scope.ReadOnly {
+		return &RefusedError{Problems: []Problem{{Path: ".", Reason: "the session is read-only: nothing can be applied"}}}
+	}
+	if (scope.Dir == "") == (scope.Page == "") {
+		return fmt.Errorf("write scope must set exactly one of a directory and a page: %w", errdefs.ErrInvalidArgument)
+	}
+	for _, p := range []string{scope.Dir, scope.Page} {
+		if p == "" {
+			continue
+		}
+		if c, err := allowlist.CleanPath(p); err != nil || c != p {
+			return fmt.Errorf("write scope %q is not a canonical repository path: %w", p, errdefs.ErrInvalidArgument)
+		}
+	}
+	if scope.Page == "." {
+		return fmt.Errorf("write scope page cannot be the repository root: %w", errdefs.ErrInvalidArgument)
+	}
+	return nil
+}
+
+// checkPath applies the write policy to one repo-relative path taken from a
+// change set or patch and returns "" or the reason it is refused: the same
+// canonicalisation as every write (allowlist.CleanPath, and the path must
+// already be in canonical spelling), the name rules of mounts.Collect for
+// each component, the scope by whole components (exactly the page in page
+// mode), and, when view is not nil, allowlist.CheckWrite (hidden paths,
+// .git and .claims at any depth, symlinks the view resolves out of scope).
+func checkPath(p string, scope allowlist.Scope, view allowlist.View) string {
+	c, err := allowlist.CleanPath(p)
+	if err != nil {
+		if r, ok := err.(*allowlist.Refusal); ok {
+			return r.Rule
+		}
+		return err.Error()
+	}
+	if c != p {
+		return fmt.Sprintf("path is not in canonical form (it means %q)", c)
+	}
+	if c == "." {
+		return "the repository root is not a file"
+	}
+	for _, name := range strings.Split(p, "/") {
+		if reason := checkName(name); reason != "" {
+			return reason
+		}
+	}
+	switch {
+	case scope.Page != "" && p != scope.Page:
+		return "outside the write scope: only the assigned page " + scope.Page + " is writable"
+	case scope.Dir != "" && scope.Dir != "." && p != scope.Dir && !strings.HasPrefix(p, scope.Dir+"/"):
+		return "outside the write scope " + scope.Dir + "/"
+	case scope.Dir != "" && p == scope.Dir:
+		return "the write scope's directory itself is not a file"
+	}
+	if view != nil {
+		if _, err := allowlist.CheckWrite(view, scope, p); err != nil {
+			if r, ok := err.(*allowlist.Refusal); ok {
+				return r.Rule
+			}
+			return err.Error()
+		}
+	}
+	return ""
+}
+
+// checkName is the per-component name rule of mounts.Collect (kept in step
+// with mounts.checkName; the tests pin both): no control, format or line
+// separator characters, no '"' or '\', no .git, git~1 or .claims, no ignore
+// files or git control files (case-insensitive, trailing dots and spaces
+// ignored as NTFS does).
+func checkName(name string) string {
+	switch name {
+	case "", ".", "..":
+		return "path leaves the write area"
+	}
+	if !utf8.ValidString(name) {
+		return "name is not valid UTF-8"
+	}
+	for _, r := range name {
+		switch {
+		case r == '/':
+			return "path leaves the write area"
+		case r == '"' || r == '\\':
+			return fmt.Sprintf("name contains %q", r)
+		case unicode.Is(unicode.Cc, r):
+			return fmt.Sprintf("name contains control character %U", r)
+		case unicode.Is(unicode.Cf, r):
+			return fmt.Sprintf("name contains format character %U (bidi or invisible)", r)
+		case r == '\u2028' || r == '\u2029':
+			return fmt.Sprintf("name contains line separator %U", r)
+		}
+	}
+	switch strings.ToLower(strings.TrimRight(name, ". ")) {
+	case ".git", "git~1":
+		return "hidden path (.git)"
+	case ".claims":
+		return "hidden path (.claims)"
+	case ".openwikiignore", ".gitignore":
+		return "ignore files cannot be changed from the sandbox"
+	case ".gitattributes", ".gitmodules":
+		return "git control files cannot be changed from the sandbox"
+	}
+	return ""
+}
+
+// checked is a change that passed validation, with its digests recomputed
+// from its bytes.
+type checked struct {
+	ch     mounts.Change
+	before string // sha256 of ch.Before, "" for a create
+	after  string // sha256 of ch.After, "" for a delete
+	risk   Risk
+	token  string
+}
+
+// validate checks cs against the write policy, the collection rules and
+// lim, trusting none of its metadata, and returns each change with its
+// digests and risk recomputed from the bytes, in path order. Every problem
+// found is listed in one *RefusedError.
+func validate(cs *mounts.ChangeSet, scope allowlist.Scope, view allowlist.View, lim mounts.Limits) ([]checked, error) {
+	if err := checkScope(scope); err != nil {
+		return nil, err
+	}
+	if cs == nil {
+		return nil, fmt.Errorf("nil change set: %w", errdefs.ErrInvalidArgument)
+	}
+	var problems []Problem
+	refuse := func(p, format string, args ...any) {
+		problems = append(problems, Problem{Path: printable(p), Reason: fmt.Sprintf(format, args...)})
+	}
+	for _, v := range cs.Violations {
+		problems = append(problems, Problem{Path: v.Path, Reason: "rejected at collection: " + v.Reason})
+	}
+	lim = withDefaults(lim)
+	if len(cs.Changes) > lim.MaxFiles {
+		refuse(".", "more than %d changes", lim.MaxFiles)
+		return nil, &RefusedError{Problems: problems}
+	}
+	changes := slices.Clone(cs.Changes)
+	slices.SortStableFunc(changes, func(a, b mounts.Change) int { return strings.Compare(a.Path, b.Path) })
+	out := make([]checked, 0, len(changes))
+	var total int64
+	for i, ch := range changes {
+		p := ch.Path
+		if i > 0 && changes[i-1].Path == p {
+			refuse(p, "more than one change for the same path")
+			continue
+		}
+		if reason := checkPath(p, scope, view); reason != "" {
+			refuse(p, "%s", reason)
+			continue
+		}
+		if d := depthBelow(p, scope); d > lim.MaxDepth {
+			refuse(p, "deeper than %d path components", lim.MaxDepth)
+			continue
+		}
+		c := checked{ch: ch}
+		hasBefore, hasAfter := false, false
+		switch ch.Kind {
+		case mounts.ChangeCreate:
+			hasAfter = true
+		case mounts.ChangeModify:
+			hasBefore, hasAfter = true, true
+		case mounts.ChangeDelete:
+			hasBefore = true
+			if scope.Page != "" {
+				refuse(p, "page mode cannot delete the page")
+				continue
+			}
+		default:
+			refuse(p, "unknown change kind %q", ch.Kind)
+			continue
+		}
+		bad := false
+		side := func(name string, present bool, claimed string, data []byte) string {
+			switch {
+			case !present && (claimed != "" || len(data) > 0):
+				refuse(p, "a %s carries %s content", ch.Kind, name)
+				bad = true
+			case !present:
+			case int64(len(data)) > lim.MaxFileBytes:
+				refuse(p, "%s content of %d bytes exceeds the limit of %d bytes", name, len(data), lim.MaxFileBytes)
+				bad = true
+			case claimed != sha256Hex(data):
+				refuse(p, "%s sha256 %q does not match its bytes", name, claimed)
+				bad = true
+			case isBinary(data):
+				refuse(p, "%s content is binary (a NUL byte or invalid UTF-8)", name)
+				bad = true
+			default:
+				total += int64(len(data))
+				return sha256Hex(data)
+			}
+			return ""
+		}
+		c.before = side("before", hasBefore, ch.BeforeSHA256, ch.Before)
+		c.after = side("after", hasAfter, ch.AfterSHA256, ch.After)
+		switch {
+		case bad:
+			continue
+		case ch.Kind == mounts.ChangeModify && bytes.Equal(ch.Before, ch.After):
+			refuse(p, "a modify without a content change")
+			continue
+		case ch.Mode&^0o777 != 0 || ch.Mode&0o111 != 0:
+			refuse(p, "mode %v: only regular files without executable bits can be applied", ch.Mode)
+			continue
+		case ch.Size != int64(len(ch.After)):
+			refuse(p, "size %d does not match the %d bytes it carries", ch.Size, len(ch.After))
+			continue
+		}
+		c.risk = Classify(ch, scope)
+		c.token = tokenOf(p, ch.Kind, c.before, c.after, c.risk.Level)
+		out = append(out, c)
+	}
+	if total > lim.MaxTotalBytes {
+		refuse(".", "change set holds %d bytes, over the limit of %d bytes", total, lim.MaxTotalBytes)
+	}
+	// A path cannot be both a file that is written and the directory of
+	// another written file. (A deleted file may become a directory and a
+	// deleted directory a file: those are type changes.)
+	written := map[string]bool{}
+	for _, c := range out {
+		if c.ch.Kind != mounts.ChangeDelete {
+			written[c.ch.Path] = true
+		}
+	}
+	for _, c := range out {
+		if c.ch.Kind == mounts.ChangeDelete {
+			continue
+		}
+		for d := path.Dir(c.ch.Path); d != "." && d != "/"; d = path.Dir(d) {
+			if written[d] {
+				refuse(c.ch.Path, "its directory %s is written as a file in the same change set", d)
+			}
+		}
+	}
+	if len(problems) > 0 {
+		return nil, &RefusedError{Problems: problems}
+	}
+	return out, nil
+}
+
+// depthBelow counts the components of p below the scope's directory (or
+// the page's directory).
+func depthBelow(p string, scope allowlist.Scope) int {
+	base := scope.Dir
+	if scope.Page != "" {
+		base = path.Dir(scope.Page)
+	}
+	n := strings.Count(p, "/") + 1
+	if base != "." && base != "" {
+		n -= strings.Count(base, "/") + 1
+	}
+	return n
+}
+
+func withDefaults(l mounts.Limits) mounts.Limits {
+	d := mounts.DefaultLimits()
+	if l.MaxFileBytes <= 0 {
+		l.MaxFileBytes = d.MaxFileBytes
+	}
+	if l.MaxTotalBytes <= 0 {
+		l.MaxTotalBytes = d.MaxTotalBytes
+	}
+	if l.MaxFiles <= 0 {
+		l.MaxFiles = d.MaxFiles
+	}
+	if l.MaxDepth <= 0 {
+		l.MaxDepth = d.MaxDepth
+	}
+	return l
+}
+
+func sha256Hex(b []byte) string {
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
+
+// isBinary reports content a text patch cannot carry: a NUL byte or invalid
+// UTF-8.
+func isBinary(b []byte) bool {
+	return bytes.IndexByte(b, 0) >= 0 || !utf8.Valid(b)
+}
+
+// printable returns p, or p Go-quoted when it is not safe to print.
+func printable(p string) string {
+	if !utf8.ValidString(p) || strings.HasPrefix(p, `"`) {
+		return fmt.Sprintf("%+q", p)
+	}
+	for _, r := range p {
+		if unicode.Is(unicode.Cc, r) || unicode.Is(unicode.Cf, r) || r == '\u2028' || r == '\u2029' {
+			return fmt.Sprintf("%+q", p)
+		}
+	}
+	return p
+}
