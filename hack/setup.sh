@@ -25,6 +25,12 @@ command -v git >/dev/null || need+=(git)
 command -v bwrap >/dev/null || need+=(bubblewrap)
 command -v gcc >/dev/null || need+=(gcc)
 command -v pkg-config >/dev/null || need+=(pkg-config)
+# The MCP interoperability test drives corral with npm's MCP client; CI
+# must not skip it.
+if [ "${CI:-}" = true ]; then
+	command -v node >/dev/null || need+=(nodejs)
+	command -v npm >/dev/null || need+=(npm)
+fi
 if [ ${#need[@]} -gt 0 ]; then
 	if [ "$(id -u)" != 0 ]; then
 		echo "setup: missing ${need[*]}; run as root (apt-get install needs it)" >&2

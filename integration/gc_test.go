@@ -64,6 +64,17 @@ func TestGCAfterSupervisorKill(t *testing.T) {
 	require.NoError(t, err)
 	require.NotEmpty(t, left, "the killed supervisor should have left its host mounts")
 
+	// The crash may also take the FIFOs with it: gc must reap without them.
+	cs0, err := e.Client().Containers(ctx, filter)
+	require.NoError(t, err)
+	require.Len(t, cs0, 1)
+	fifos, err := filepath.Glob(filepath.Join(testutil.StateDir(t), "fifo", "*", cs0[0].ID()+"-*"))
+	require.NoError(t, err)
+	require.NotEmpty(t, fifos, "the child's FIFOs")
+	for _, f := range fifos {
+		require.NoError(t, os.RemoveAll(filepath.Dir(f)))
+	}
+
 	rep, err := e.GC(context.Background(), false)
 	require.NoError(t, err)
 	require.Len(t, rep.Containers, 1)

@@ -20,7 +20,7 @@ import (
 type sessOpt func(*sandbox.SessionConfig)
 
 func withPage(p string) sessOpt { return func(c *sandbox.SessionConfig) { c.Page = p } }
-func readOnly() sessOpt        { return func(c *sandbox.SessionConfig) { c.ReadOnly = true } }
+func readOnly() sessOpt         { return func(c *sandbox.SessionConfig) { c.ReadOnly = true } }
 func withResources(t *testing.T, r profiles.Resources) sessOpt {
 	return func(c *sandbox.SessionConfig) {
 		p := *c.Profile

@@ -109,11 +109,16 @@ func CheckStart(plan Plan) error {
 		}
 		isDir := st.Mode&unix.S_IFMT == unix.S_IFDIR
 		isReg := st.Mode&unix.S_IFMT == unix.S_IFREG
+		kind := "a regular file"
+		if wantDir {
+			kind = "a directory"
+		}
+		if st.Mode&unix.S_IFMT == unix.S_IFLNK {
+			// openat2 returns the link itself for a last component opened
+			// O_PATH|O_NOFOLLOW; say what it is.
+			return fmt.Errorf("%w: %s is a symlink; corral starts only when it is %s", errdefs.ErrFailedPrecondition, rel, kind)
+		}
 		if (wantDir && !isDir) || (!wantDir && !isReg) {
-			kind := "a regular file"
-			if wantDir {
-				kind = "a directory"
-			}
 			return fmt.Errorf("%w: %s exists but is not %s", errdefs.ErrFailedPrecondition, rel, kind)
 		}
 		if !wantDir && st.Nlink > 1 {
@@ -134,6 +139,44 @@ func CheckStart(plan Plan) error {
 				return err
 			}
 		}
+	}
+	return checkLinksInside(plan.Repo, plan.WriteDir)
+}
+
+// checkLinksInside refuses a write directory holding a symlink whose
+// target leaves the repository (absolute, or ".." past the root): inside
+// the container such a link would lead writes to wherever it points
+// (cases PATH-06). Links that stay inside the repository are kept; the
+// kernel and the collector handle them (PATH-05).
+func checkLinksInside(repo, writeDir string) error {
+	root := filepath.Join(repo, filepath.FromSlash(writeDir))
+	err := filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			if p == root && errors.Is(err, os.ErrNotExist) {
+				return filepath.SkipAll
+			}
+			return err
+		}
+		if d.Type()&os.ModeSymlink == 0 {
+			return nil
+		}
+		target, err := os.Readlink(p)
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(repo, p)
+		resolved := path.Join(path.Dir(filepath.ToSlash(rel)), target)
+		if path.IsAbs(target) || resolved == ".." || strings.HasPrefix(resolved, "../") {
+			return fmt.Errorf("%w: %s is a symlink to %s, outside the repository; corral starts only when the write scope's links stay inside it",
+				errdefs.ErrFailedPrecondition, filepath.ToSlash(rel), target)
+		}
+		return nil
+	})
+	if errors.Is(err, errdefs.ErrFailedPrecondition) {
+		return err
+	}
+	if err != nil {
+		return fmt.Errorf("checking links under %s: %w", writeDir, err)
 	}
 	return nil
 }
@@ -231,10 +274,12 @@ func bindRepo(repo, dst string) error {
 	}
 	defer unix.Close(fd)
 	src := fmt.Sprintf("/proc/self/fd/%d", fd)
-	if err := unix.Mount(src, dst, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+	// Not recursive: overlayfs does not cross mounts inside a lower layer,
+	// so mounts below the repository are not part of the view either way.
+	if err := unix.Mount(src, dst, "", unix.MS_BIND, ""); err != nil {
 		return fmt.Errorf("binding repository: %w", err)
 	}
-	if err := unix.Mount("", dst, "", unix.MS_PRIVATE|unix.MS_REC, ""); err != nil {
+	if err := unix.Mount("", dst, "", unix.MS_PRIVATE, ""); err != nil {
 		return fmt.Errorf("binding repository: %w", err)
 	}
 	if err := unix.Mount("", dst, "", unix.MS_BIND|unix.MS_REMOUNT|unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
@@ -327,11 +372,25 @@ func preparePage(l *Layout) error {
 		return err
 	}
 	defer dst.Close()
-	src, err := os.Open(filepath.Join(l.View, filepath.FromSlash(l.Plan.Page)))
+	// The page and every parent must be real: no symlink is followed
+	// (openat2 RESOLVE_NO_SYMLINKS beneath the view's root).
+	root, err := unix.Open(l.View, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return fmt.Errorf("reading the page: %w", err)
+		return err
 	}
+	defer unix.Close(root)
+	fd, err := unix.Openat2(root, l.Plan.Page, &unix.OpenHow{
+		Flags:   unix.O_RDONLY | unix.O_CLOEXEC | unix.O_NOFOLLOW | unix.O_NONBLOCK,
+		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
+	})
+	if err != nil {
+		return fmt.Errorf("reading the page %s: %w", l.Plan.Page, err)
+	}
+	src := os.NewFile(uintptr(fd), l.Plan.Page)
 	defer src.Close()
+	if st, err := src.Stat(); err != nil || !st.Mode().IsRegular() {
+		return fmt.Errorf("%w: the page %s is not a regular file", errdefs.ErrFailedPrecondition, l.Plan.Page)
+	}
 	if _, err := io.Copy(dst, src); err != nil {
 		return fmt.Errorf("copying the page: %w", err)
 	}

@@ -41,6 +41,13 @@ var Env = []string{
 	"LANG=C.UTF-8",
 	"HOME=/tmp",
 	"TMPDIR=/tmp",
+	// For a profile that offers git: no system or global configuration,
+	// no pager, no prompts, no lock files (git(1) ENVIRONMENT).
+	"GIT_CONFIG_NOSYSTEM=1",
+	"GIT_CONFIG_GLOBAL=/dev/null",
+	"GIT_PAGER=cat",
+	"GIT_TERMINAL_PROMPT=0",
+	"GIT_OPTIONAL_LOCKS=0",
 }
 
 // Profile is one named policy. The zero value of each resource field means

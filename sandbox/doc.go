@@ -6,6 +6,15 @@
 // fresh container, runs it under the profile's limits and collects the
 // result. Changes reads the session's change set from the write area.
 //
+// A session from NewSession lives as long as its process. CreateSession
+// makes a persistent one instead: its capability, profile snapshot and
+// hidden set are recorded under the state directory and its host mounts
+// stay between invocations and processes, so OpenSession (another corral
+// process, after a restart) continues it with the same write area, and
+// only RemoveSession removes it. The file tools (Read, List, Glob, Search,
+// Write, Edit) check paths on the host like Exec, then run corral's own
+// binary inside a fresh container of the session (package fsop).
+//
 // The spec is composed in one place, specOpts, in the order STYLE.md gives:
 // default spec (a private network namespace with only lo), read-only
 // rootfs, args, cwd, env, user, no_new_privs, capabilities, then seccomp,

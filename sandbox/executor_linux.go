@@ -32,6 +32,10 @@ type Config struct {
 	// Image is the tools image; "" means DefaultImageRef, which is built
 	// from host binaries on first use.
 	Image string
+	// Cold creates every container on the call's critical path even when
+	// the image has corral-init: for one-call processes (the CLI), where a
+	// container prepared ahead would be thrown away, and for comparisons.
+	Cold bool
 	// Log receives progress notes such as "building image on first use".
 	// nil discards them.
 	Log io.Writer
@@ -146,8 +150,8 @@ func (e *Executor) image(ctx context.Context) (containerd.Image, error) {
 		return e.img, nil
 	}
 	img, err := e.client.GetImage(ctx, e.cfg.Image)
-	if err == nil && e.cfg.Image == DefaultImageRef && staleInit(img.Labels()) {
-		fmt.Fprintf(e.cfg.Log, "corral: rebuilding image %s (corral-init changed)\n", e.cfg.Image)
+	if err == nil && e.cfg.Image == DefaultImageRef && (staleInit(img.Labels()) || staleHelper(img.Labels())) {
+		fmt.Fprintf(e.cfg.Log, "corral: rebuilding image %s (corral-init or corral changed)\n", e.cfg.Image)
 		if _, err := BuildImage(ctx, e.client, DefaultImageSpec()); err != nil {
 			return nil, fmt.Errorf("building image %s: %w", e.cfg.Image, err)
 		}

@@ -44,7 +44,8 @@ func alive(pid string) bool {
 // behind: containers (killing their tasks, deleting their snapshots),
 // leases, host mounts found with mountinfo under the state directory, and
 // session directories. Containers and sessions whose supervisor is still
-// running are kept unless force is set.
+// running, and persistent sessions (CreateSession), are kept unless force
+// is set.
 func (e *Executor) GC(ctx context.Context, force bool) (*GCReport, error) {
 	ctx = e.Context(ctx)
 	rep := &GCReport{}
@@ -86,6 +87,11 @@ func (e *Executor) GC(ctx context.Context, force bool) (*GCReport, error) {
 	entries, _ := os.ReadDir(sessions)
 	for _, d := range entries {
 		dir := filepath.Join(sessions, d.Name())
+		// A persistent session outlives every process: only
+		// `corral session rm` (or --force) removes it.
+		if !force && persistent(dir) {
+			continue
+		}
 		pid, _ := os.ReadFile(filepath.Join(dir, "owner.pid"))
 		if !force && alive(string(pid)) {
 			continue
@@ -110,6 +116,11 @@ func (e *Executor) GC(ctx context.Context, force bool) (*GCReport, error) {
 // its FIFOs and task.Delete waits (NOTES-containerd.md).
 func reap(ctx context.Context, c containerd.Container) error {
 	task, err := c.Task(ctx, cio.NewAttach(cio.WithStreams(nil, io.Discard, io.Discard)))
+	if err != nil && !errdefs.IsNotFound(err) {
+		// The FIFOs went with the crashed supervisor's state: take the task
+		// without IO; Kill and Delete still work, Delete only waits longer.
+		task, err = c.Task(ctx, nil)
+	}
 	if err == nil {
 		_ = task.Kill(ctx, syscall.SIGKILL, containerd.WithKillAll)
 		if ch, err := task.Wait(ctx); err == nil {

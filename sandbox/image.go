@@ -80,6 +80,10 @@ const (
 // digest it does nothing and reports Built=false. A missing required tool
 // is an errdefs.ErrNotFound error naming it.
 func BuildImage(ctx context.Context, client *containerd.Client, spec ImageSpec) (*BuildResult, error) {
+	if _, ok := spec.Files[helperPath]; ok {
+		// The helper reads staged content from the control mount.
+		spec.Dirs = append(append([]string(nil), spec.Dirs...), ctlPath)
+	}
 	layer, tools, err := buildLayer(spec)
 	if err != nil {
 		return nil, err
@@ -105,6 +109,11 @@ func BuildImage(ctx context.Context, client *containerd.Client, spec ImageSpec) 
 	labels := map[string]string{labelLayer: layerDigest.String(), LabelOwner: "corral"}
 	if host, ok := spec.Files[initPath]; ok {
 		if labels[labelInit], err = fileSHA256(host); err != nil {
+			return nil, err
+		}
+	}
+	if host, ok := spec.Files[helperPath]; ok {
+		if labels[labelHelper], err = helperID(host); err != nil {
 			return nil, err
 		}
 	}
@@ -433,8 +442,8 @@ func ociArchive(ref string, layer []byte, layerDigest digest.Digest) ([]byte, er
 			Size:      int64(len(mBytes)),
 			Platform:  &ocispec.Platform{OS: "linux", Architecture: runtime.GOARCH},
 			Annotations: map[string]string{
-				"io.containerd.image.name":  ref,
-				ocispec.AnnotationRefName: ref,
+				"io.containerd.image.name": ref,
+				ocispec.AnnotationRefName:  ref,
 			},
 		}},
 	}

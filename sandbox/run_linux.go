@@ -157,6 +157,9 @@ func (s *Session) create(argv []string) (_ *container, retErr error) {
 	if argv == nil {
 		c.argvFile = filepath.Join(s.layout.Ctl, id)
 		process = []string{initPath, ctlPath + "/" + id}
+	}
+	// The control directory also carries the file tools' staged content.
+	if argv == nil || s.helper {
 		ms = append(ms, specs.Mount{Destination: ctlPath, Type: "bind", Source: s.layout.Ctl,
 			Options: []string{"rbind", "ro", "nosuid", "nodev", "noexec", "rprivate"}})
 	}
@@ -269,7 +272,7 @@ func (s *Session) refill() {
 	s.readyMu.Lock()
 	defer s.readyMu.Unlock()
 	if s.ready != nil || s.closing {
-		go s.destroy(c)
+		s.destroy(c) // still inside the tracked background goroutine
 		return
 	}
 	s.ready = c

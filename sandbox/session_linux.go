@@ -33,6 +33,13 @@ type SessionConfig struct {
 	// Page, when set, puts the session in page mode: only this file
 	// (repo-relative, under openwiki/) is writable.
 	Page string
+	// WriteDir, when set, is the writable directory: openwiki/ (the
+	// default) or a directory below it, e.g. "openwiki/guides/".
+	WriteDir string
+	// AgentID, when set, makes the write scope the agent's own subtree
+	// openwiki/agents/<AgentID>/ (see ValidAgentID). Other agents'
+	// subtrees stay readable and are refused for writes.
+	AgentID string
 	// ReadOnly sessions may write nothing.
 	ReadOnly bool
 }
@@ -61,10 +68,26 @@ type Session struct {
 	exec    *Executor
 	seccomp *seccomp.Profile
 
+	// running is held shared by every invocation until its container
+	// has exited, and exclusively by Changes: the write area is never
+	// read while a container of the session can still change it.
+	running sync.RWMutex
+
 	mu     sync.Mutex
 	layout *mounts.Layout
 	closed bool
 	seq    atomic.Int64
+	// imaged is set once the image was looked at (warm, helper).
+	imaged bool
+	// helper is set when the image has corral's file-tool helper.
+	helper bool
+
+	// store is set for a persistent session (CreateSession,
+	// OpenSession): its mounts outlive the process.
+	store *sessionStore
+	// fileMu serializes the session's file-tool writes in this process
+	// (store.lock does across processes).
+	fileMu sync.Mutex
 
 	// warm is set when the image has corral-init: containers are then
 	// created before the call arrives and the argv handed over at start.
@@ -81,6 +104,12 @@ type Session struct {
 // errdefs.ErrFailedPrecondition (a layout corral will not start on, e.g.
 // openwiki/ is a symlink), or are a *allowlist.Refusal (a hidden page).
 func NewPolicy(cfg SessionConfig) (*Policy, error) {
+	return newPolicy(cfg, nil)
+}
+
+// newPolicy is NewPolicy with the hidden set computed when the session
+// was created (nil: compute it now from the base repository).
+func newPolicy(cfg SessionConfig, hidden *mounts.HiddenSet) (*Policy, error) {
 	if cfg.Profile == nil {
 		return nil, fmt.Errorf("session: %w: no profile", errdefs.ErrInvalidArgument)
 	}
@@ -91,7 +120,11 @@ func NewPolicy(cfg SessionConfig) (*Policy, error) {
 	if st, err := os.Stat(repo); err != nil || !st.IsDir() {
 		return nil, fmt.Errorf("repository %s: %w: not a directory", cfg.Repo, errdefs.ErrInvalidArgument)
 	}
-	scope := allowlist.Scope{Dir: DefaultWriteDir, ReadOnly: cfg.ReadOnly}
+	writeDir, err := scopeDir(cfg)
+	if err != nil {
+		return nil, err
+	}
+	scope := allowlist.Scope{Dir: writeDir, ReadOnly: cfg.ReadOnly}
 	if cfg.Page != "" {
 		page, err := allowlist.CleanPath(cfg.Page)
 		if err != nil {
@@ -104,7 +137,7 @@ func NewPolicy(cfg SessionConfig) (*Policy, error) {
 	}
 	limits := cfg.Profile.Limits()
 	plan := mounts.Plan{
-		Repo: repo, WriteDir: DefaultWriteDir, Page: scope.Page, ReadOnly: cfg.ReadOnly,
+		Repo: repo, WriteDir: writeDir, Page: scope.Page, ReadOnly: cfg.ReadOnly,
 		AreaBytes: limits.WriteAreaBytes, AreaInodes: limits.WriteInodes,
 		UID: ContainerUID, GID: ContainerGID,
 	}
@@ -114,16 +147,21 @@ func NewPolicy(cfg SessionConfig) (*Policy, error) {
 	if err := mounts.CheckStart(plan); err != nil {
 		return nil, err
 	}
-	hidden, err := mounts.ComputeHidden(repo, mounts.HideOptions{
-		IgnoreFileName: ".openwikiignore", WriteDir: DefaultWriteDir, Forced: cfg.Profile.ForcedHides(),
-	})
-	if err != nil {
-		return nil, fmt.Errorf("computing the hidden set: %w", err)
+	if hidden == nil {
+		hidden, err = mounts.ComputeHidden(repo, mounts.HideOptions{
+			IgnoreFileName: ".openwikiignore", WriteDir: DefaultWriteDir, Forced: cfg.Profile.ForcedHides(),
+		})
+		if err != nil {
+			return nil, fmt.Errorf("computing the hidden set: %w", err)
+		}
 	}
 	view := mounts.NewView(repo, hidden)
-	if scope.Page != "" {
-		if rule, h := view.Hidden(scope.Page); h {
-			return nil, &allowlist.Refusal{Kind: allowlist.KindPath, Index: -1, Token: scope.Page, Rule: rule}
+	for _, p := range []string{scope.Page, scope.Dir} {
+		if p == "" || cfg.ReadOnly {
+			continue
+		}
+		if rule, h := view.Hidden(p); h {
+			return nil, &allowlist.Refusal{Kind: allowlist.KindPath, Index: -1, Token: p, Rule: rule}
 		}
 	}
 	return &Policy{Repo: repo, Scope: scope, Profile: cfg.Profile, limits: limits, hidden: hidden, view: view, plan: plan}, nil
@@ -173,6 +211,9 @@ func (s *Session) Exec(ctx context.Context, argv []string, stdout, stderr io.Wri
 // namespaces, limits) holds where the policy has a hole — the hostile
 // cases' in_box steps. Neither the CLI nor the server calls it.
 func (s *Session) ExecWithoutPolicy(ctx context.Context, argv []string, stdout, stderr io.Writer) (*Result, error) {
+	// Held until the container has exited: Changes waits for it.
+	s.running.RLock()
+	defer s.running.RUnlock()
 	if err := s.prepare(); err != nil {
 		return nil, err
 	}
@@ -185,14 +226,24 @@ func (s *Session) prepare() error {
 	if s.closed {
 		return errClosed
 	}
+	if s.layout != nil && s.imaged {
+		return nil
+	}
+	if !s.imaged {
+		img, err := s.exec.image(s.exec.Context(context.Background()))
+		if err != nil {
+			return err
+		}
+		s.warm = !s.exec.cfg.Cold && img.Labels()[labelInit] != ""
+		s.helper = img.Labels()[labelHelper] != ""
+		s.imaged = true
+	}
 	if s.layout != nil {
 		return nil
 	}
-	img, err := s.exec.image(s.exec.Context(context.Background()))
-	if err != nil {
-		return err
+	if s.store != nil {
+		return s.attachLocked()
 	}
-	s.warm = img.Labels()[labelInit] != ""
 	l, err := mounts.Prepare(filepath.Join(s.exec.cfg.StateDir, "sessions", s.ID), s.plan, s.hidden)
 	if err != nil {
 		return fmt.Errorf("preparing session mounts: %w", err)
@@ -204,8 +255,11 @@ func (s *Session) prepare() error {
 
 // Changes collects the session's change set from its write area. Paths
 // hidden by the session's rules are violations too (a new file matching an
-// ignore rule). It reads only after the containers have exited.
+// ignore rule). It waits until no invocation of the session is running,
+// and holds new ones back while it reads.
 func (s *Session) Changes() (*mounts.ChangeSet, error) {
+	s.running.Lock()
+	defer s.running.Unlock()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.layout == nil || s.plan.ReadOnly {
@@ -230,8 +284,15 @@ func (s *Session) Changes() (*mounts.ChangeSet, error) {
 	return cs, nil
 }
 
+// Idle waits until the session's background work — deleting used
+// containers and preparing the next — is done. An agent's think time
+// between calls normally covers it; benchmarks call Idle between samples.
+func (s *Session) Idle() { s.bg.Wait() }
+
 // Close unmounts the session's host mounts and removes its state. It is
-// safe to call more than once.
+// safe to call more than once. A persistent session (CreateSession,
+// OpenSession) keeps both: Close only lets go of what this process holds,
+// and RemoveSession removes the rest.
 func (s *Session) Close() error {
 	s.readyMu.Lock()
 	s.closing = true
@@ -244,6 +305,10 @@ func (s *Session) Close() error {
 	defer s.mu.Unlock()
 	s.closed = true
 	if s.layout == nil {
+		return nil
+	}
+	if s.store != nil {
+		s.layout = nil
 		return nil
 	}
 	err := s.layout.Close()

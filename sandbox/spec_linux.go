@@ -26,17 +26,26 @@ type specInput struct {
 // DefaultImageSpec is what `corral image build` puts in the default tools
 // image: every command of the built-in grammars that the host has.
 // With corral-init found (FindInit) the image also holds it and its
-// control mount point, so containers can be created before calls arrive.
+// control mount point, so containers can be created before calls arrive;
+// with corral found (FindHelper), it holds corral as the file tools'
+// helper at /usr/bin/corral.
 func DefaultImageSpec() ImageSpec {
 	spec := ImageSpec{
 		Ref: DefaultImageRef,
-		Tools: []string{"ls", "cat", "head", "tail", "wc", "grep", "find", "sort", "uniq", "cut", "tr",
+		Tools: []string{"ls", "cat", "echo", "head", "tail", "wc", "grep", "find", "sort", "uniq", "cut", "tr",
 			"diff", "stat", "sed", "cp", "mv", "mkdir", "touch", "rm"},
 		Optional: []string{"rg", "file", "git"},
 		Files:    map[string]string{},
 	}
 	if p := FindInit(); p != "" {
 		spec.Files[initPath] = p
+	}
+	// The file tools' helper (corral itself) reads staged content from the
+	// control directory, so the mount point is there with or without init.
+	if p := FindHelper(); p != "" {
+		spec.Files[helperPath] = p
+	}
+	if len(spec.Files) > 0 {
 		spec.Dirs = append(spec.Dirs, ctlPath)
 	}
 	return spec

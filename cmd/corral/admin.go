@@ -159,4 +159,3 @@ func newProfilesCommand() *cobra.Command {
 		},
 	}
 }
-

@@ -24,8 +24,11 @@ type globalFlags struct {
 	image     string
 }
 
+// config is the executor configuration of a one-call process: containers
+// are created on the call (a container prepared ahead would only be
+// thrown away when the process ends). The long-lived server turns that off.
 func (g *globalFlags) config(log io.Writer) sandbox.Config {
-	return sandbox.Config{Address: g.address, Namespace: g.namespace, StateDir: g.stateDir, Runtime: g.runtime, Image: g.image, Log: log}
+	return sandbox.Config{Address: g.address, Namespace: g.namespace, StateDir: g.stateDir, Runtime: g.runtime, Image: g.image, Log: log, Cold: true}
 }
 
 func newRootCommand() *cobra.Command {
@@ -42,7 +45,8 @@ func newRootCommand() *cobra.Command {
 	pf.StringVar(&g.stateDir, "state-dir", sandbox.DefaultStateDir, "corral's state directory (sessions, mounts, FIFOs)")
 	pf.StringVar(&g.runtime, "runtime", sandbox.DefaultRuntime, "containerd runtime (shim) name")
 	pf.StringVar(&g.image, "image", "", "tools image (default "+sandbox.DefaultImageRef+", built from this machine's binaries on first use)")
-	root.AddCommand(newRunCommand(g), newCheckCommand(), newImageCommand(g), newGCCommand(g), newProfilesCommand())
+	root.AddCommand(newRunCommand(g), newCheckCommand(), newImageCommand(g), newGCCommand(g), newProfilesCommand(), newApplyCommand(g))
+	root.AddCommand(newSessionCommand(g), newServeCommand(g), newFSCommand())
 	return root
 }
 
@@ -156,14 +160,21 @@ func runOnce(cmd *cobra.Command, g *globalFlags, sf *sessionFlags, diffOut strin
 		return refusalOr(sf.json, stdout, err)
 	}
 	defer sess.Close()
+	return execAndReport(cmd, sess, prof, argv, sf.json, diffOut)
+}
 
+// execAndReport runs argv in the session and reports like `corral run`:
+// streamed output or a JSON object, the change set, the exit code.
+func execAndReport(cmd *cobra.Command, sess *sandbox.Session, prof *profiles.Profile, argv []string, asJSON bool, diffOut string) error {
+	ctx := cmd.Context()
+	stdout, stderr := cmd.OutOrStdout(), cmd.ErrOrStderr()
 	var streamOut, streamErr io.Writer = stdout, stderr
-	if sf.json {
+	if asJSON {
 		streamOut, streamErr = nil, nil
 	}
 	res, err := sess.Exec(ctx, argv, streamOut, streamErr)
 	if err != nil {
-		return refusalOr(sf.json, stdout, err)
+		return refusalOr(asJSON, stdout, err)
 	}
 	cs, err := sess.Changes()
 	if err != nil {
@@ -185,11 +196,14 @@ func runOnce(cmd *cobra.Command, g *globalFlags, sf *sessionFlags, diffOut strin
 	if cs.Err() != nil {
 		code = exitRejected
 	}
-	if sf.json {
+	if asJSON {
 		out := runOutput{
 			Result: res, DurationMS: float64(res.Duration.Microseconds()) / 1000,
 			Stdout: string(res.Stdout), Stderr: string(res.Stderr),
 			Changes: cs.Changes, Violations: cs.Violations,
+		}
+		if rec := sess.Record(); rec != nil {
+			out.Session = rec.ID
 		}
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")

@@ -31,6 +31,13 @@ func RequireRoot(t testing.TB) {
 	}
 }
 
+// Missing skips the test for a missing prerequisite, or fails it when
+// CI=true: integration tests may not skip in CI.
+func Missing(t testing.TB, why string) {
+	t.Helper()
+	missing(t, why)
+}
+
 func missing(t testing.TB, why string) {
 	t.Helper()
 	if os.Getenv("CI") == "true" {
@@ -82,6 +89,9 @@ func StateDir(t testing.TB) string {
 	return stateDir
 }
 
+// StateDirIfMade returns the state directory if a test made it, else "".
+func StateDirIfMade() string { return stateDir }
+
 var (
 	imageOnce sync.Once
 	imageErr  error
@@ -105,6 +115,31 @@ func Executor(t testing.TB) *sandbox.Executor {
 	return e
 }
 
+// CorralPath is where BuildCorral builds corral for the tests.
+func CorralPath() string { return filepath.Join(os.TempDir(), "corral-it-bin", "corral") }
+
+var (
+	corralOnce sync.Once
+	corralErr  error
+)
+
+// BuildCorral builds ./cmd/corral to CorralPath, once per test binary.
+func BuildCorral() error {
+	corralOnce.Do(func() {
+		root, err := moduleRoot()
+		if err != nil {
+			corralErr = err
+			return
+		}
+		cmd := exec.Command("go", "build", "-o", CorralPath(), "./cmd/corral")
+		cmd.Dir = root
+		if out, err := cmd.CombinedOutput(); err != nil {
+			corralErr = &buildError{out: string(out), err: err}
+		}
+	})
+	return corralErr
+}
+
 // ProbePath is where the probe binary is built on the host.
 func ProbePath() string { return filepath.Join(os.TempDir(), "corral-probe") }
 
@@ -126,6 +161,14 @@ func buildTestImage(e *sandbox.Executor) error {
 	// create their containers before calls arrive.
 	if os.Getenv("CORRAL_INIT") == "" {
 		os.Setenv("CORRAL_INIT", initPath)
+	}
+	// corral itself (cgo, for libseccomp) is the file tools' helper in the
+	// image, and the binary the CLI and MCP tests run.
+	if err := BuildCorral(); err != nil {
+		return err
+	}
+	if os.Getenv("CORRAL_HELPER") == "" {
+		os.Setenv("CORRAL_HELPER", CorralPath())
 	}
 	spec := sandbox.DefaultImageSpec()
 	spec.Ref = TestImageRef

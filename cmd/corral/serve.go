@@ -1,0 +1,77 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/corral-sandbox/corral/internal/mcpserver"
+	"github.com/corral-sandbox/corral/sandbox"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/spf13/cobra"
+)
+
+func newServeCommand(g *globalFlags) *cobra.Command {
+	cf := &capFlags{}
+	var mcpMode bool
+	var sessionID string
+	cmd := &cobra.Command{
+		Use:   "serve --mcp (--session ID | --repo DIR [--profile NAME] [--scope DIR | --page PATH | --agent-id ID] [--read-only])",
+		Short: "Serve one session to an agent over MCP on stdio",
+		Long: `Serves one session to an MCP client on stdin/stdout, with the tools list,
+read, search, glob, write, edit (absent in a read-only session), exec and diff.
+The launcher's flags fix the session: --session re-opens a persistent one
+(corral session create), otherwise a new persistent session is created from
+--repo, --profile and the scope flags and its id is printed on stderr. No
+tool chooses a repository, profile, scope, agent or session. When the client
+disconnects the server ends; the session and what it wrote stay (see
+'corral session diff' and 'corral session rm').`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if !mcpMode {
+				return &exitError{code: exitFailed, err: errors.New("only --mcp (MCP over stdio) is implemented")}
+			}
+			ctx := cmd.Context()
+			stderr := cmd.ErrOrStderr()
+			cfg := g.config(stderr)
+			cfg.Cold = false // a server prepares each next container before the call
+			exec, err := sandbox.New(ctx, cfg)
+			if err != nil {
+				return &exitError{code: exitFailed, err: err}
+			}
+			defer exec.Close()
+			var sess *sandbox.Session
+			if sessionID != "" {
+				if cf.repo != "" || cf.scope != "" || cf.page != "" || cf.agentID != "" || cf.readOnly || cmd.Flags().Changed("profile") {
+					return &exitError{code: exitFailed, err: errors.New("--session excludes --repo, --profile, --scope, --page, --agent-id and --read-only: the session's capability was fixed when it was created")}
+				}
+				if sess, err = exec.OpenSession(ctx, sessionID); err != nil {
+					return &exitError{code: exitFailed, err: err}
+				}
+			} else {
+				cfg, source, err := cf.config()
+				if err != nil {
+					return err
+				}
+				if sess, err = exec.CreateSession(ctx, cfg, source); err != nil {
+					return refusalOr(false, nil, err)
+				}
+			}
+			defer sess.Close()
+			rec := sess.Record()
+			scope := rec.Scope
+			if rec.ReadOnly {
+				scope = "nothing (read-only)"
+			}
+			fmt.Fprintf(stderr, "corral: serving session %s over MCP (repository %s, profile %s, writable: %s)\n", rec.ID, rec.Repo, rec.ProfileName, scope)
+			srv := mcpserver.New(sess, mcpserver.Options{Version: sandbox.Version(), ReadOnly: rec.ReadOnly, Scope: scope, Commands: sess.Profile.Commands})
+			if err := srv.Run(ctx, &mcp.StdioTransport{}); err != nil && ctx.Err() == nil {
+				return &exitError{code: exitFailed, err: fmt.Errorf("serving MCP: %w", err)}
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&mcpMode, "mcp", false, "speak MCP (JSON-RPC) on stdin/stdout")
+	cmd.Flags().StringVar(&sessionID, "session", "", "serve this persistent session (corral session create)")
+	cf.add(cmd.Flags())
+	return cmd
+}

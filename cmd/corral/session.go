@@ -1,0 +1,296 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/containerd/errdefs"
+	"github.com/corral-sandbox/corral/mounts"
+	"github.com/corral-sandbox/corral/profiles"
+	"github.com/corral-sandbox/corral/sandbox"
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+)
+
+// capFlags are the capability a launcher fixes when it creates a session:
+// the repository, the profile and the write scope.
+type capFlags struct {
+	repo     string
+	profile  string
+	scope    string
+	page     string
+	agentID  string
+	readOnly bool
+}
+
+func (c *capFlags) add(f *pflag.FlagSet) {
+	f.StringVar(&c.repo, "repo", "", "repository root (required)")
+	f.StringVar(&c.profile, "profile", profiles.DefaultName, "profile: a built-in name or a YAML file")
+	f.StringVar(&c.scope, "scope", "", "writable directory: openwiki/ (the default) or a directory below it")
+	f.StringVar(&c.page, "page", "", "page mode: the only writable file, e.g. openwiki/pages/a.md")
+	f.StringVar(&c.agentID, "agent-id", "", "agent mode: the writable directory is openwiki/agents/ID/ (ID: a-z, 0-9, '_', '-')")
+	f.BoolVar(&c.readOnly, "read-only", false, "no writable path at all")
+}
+
+// config loads the profile and returns the session configuration and how
+// the profile was named (a built-in name, or the file's absolute path).
+func (c *capFlags) config() (sandbox.SessionConfig, string, error) {
+	if c.repo == "" {
+		return sandbox.SessionConfig{}, "", &exitError{code: exitFailed, err: errors.New("--repo is required")}
+	}
+	if c.page != "" && c.readOnly {
+		return sandbox.SessionConfig{}, "", &exitError{code: exitFailed, err: errors.New("--page and --read-only exclude each other")}
+	}
+	prof, err := loadProfile(c.profile)
+	if err != nil {
+		return sandbox.SessionConfig{}, "", err
+	}
+	source := c.profile
+	if strings.ContainsRune(source, filepath.Separator) || strings.HasSuffix(source, ".yaml") {
+		if abs, err := filepath.Abs(source); err == nil {
+			source = abs
+		}
+	}
+	return sandbox.SessionConfig{Repo: c.repo, Profile: prof, Page: c.page, WriteDir: c.scope, AgentID: c.agentID, ReadOnly: c.readOnly}, source, nil
+}
+
+func newSessionCommand(g *globalFlags) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "session",
+		Short: "Persistent sessions: writes add up across invocations and corral processes",
+		Long: `A session fixes a capability once (repository, profile, write scope) and
+keeps its write area between invocations: every invocation is still a fresh
+container, but what one writes the next one sees. Its state lives under the
+state directory and survives a restart of corral; gc leaves it alone, and
+only 'corral session rm' removes it (ending a session, or a server, never
+deletes what it wrote). The write area is a tmpfs: a reboot loses it.`,
+	}
+	cmd.AddCommand(newSessionCreateCommand(g), newSessionExecCommand(g), newSessionLsCommand(g),
+		newSessionRmCommand(g), newSessionDiffCommand(g), newSessionApplyCommand(g))
+	return cmd
+}
+
+func newSessionCreateCommand(g *globalFlags) *cobra.Command {
+	cf := &capFlags{}
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "create --repo DIR [--profile NAME] [--scope openwiki/DIR/ | --page openwiki/PATH | --agent-id ID] [--read-only]",
+		Short: "Create a persistent session and print its id",
+		Long: `Fixes the session's capability, computes the hidden set from the repository
+as it is now, makes the host mounts and prints the session id (a JSON record
+with --json). The capability never changes afterwards: nothing an agent
+sends, nor a later edit of the profile file or of an ignore file, widens it.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := cmd.Context()
+			cfg, source, err := cf.config()
+			if err != nil {
+				return err
+			}
+			exec, err := sandbox.New(ctx, g.config(cmd.ErrOrStderr()))
+			if err != nil {
+				return &exitError{code: exitFailed, err: err}
+			}
+			defer exec.Close()
+			sess, err := exec.CreateSession(ctx, cfg, source)
+			if err != nil {
+				return refusalOr(asJSON, cmd.OutOrStdout(), err)
+			}
+			defer sess.Close()
+			if asJSON {
+				enc := json.NewEncoder(cmd.OutOrStdout())
+				enc.SetIndent("", "  ")
+				return enc.Encode(sess.Record())
+			}
+			fmt.Fprintln(cmd.OutOrStdout(), sess.ID)
+			return nil
+		},
+	}
+	cf.add(cmd.Flags())
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the session record as JSON")
+	return cmd
+}
+
+func newSessionExecCommand(g *globalFlags) *cobra.Command {
+	var asJSON bool
+	var diffOut string
+	cmd := &cobra.Command{
+		Use:   "exec [--json] [--diff-out FILE] ID -- CMD ARG...",
+		Short: "Run one allowlisted command in a fresh container of the session",
+		Long: `Re-opens the session (its recorded capability, profile and hidden set),
+checks the argv against the profile before anything starts and runs it in a
+fresh container over the session's write area. Output, JSON and exit codes
+are those of 'corral run'; the change set reported is the session's whole
+change set so far.`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if cmd.ArgsLenAtDash() != 1 || len(args) < 2 {
+				return &exitError{code: exitFailed, err: errors.New("usage: corral session exec [flags] ID -- CMD ARG...")}
+			}
+			ctx := cmd.Context()
+			exec, err := sandbox.New(ctx, g.config(cmd.ErrOrStderr()))
+			if err != nil {
+				return &exitError{code: exitFailed, err: err}
+			}
+			defer exec.Close()
+			sess, err := exec.OpenSession(ctx, args[0])
+			if err != nil {
+				return &exitError{code: exitFailed, err: err}
+			}
+			defer sess.Close()
+			return execAndReport(cmd, sess, sess.Profile, args[1:], asJSON, diffOut)
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print a JSON result object")
+	cmd.Flags().StringVar(&diffOut, "diff-out", "", "write the session's change set as a unified patch to FILE")
+	return cmd
+}
+
+func newSessionLsCommand(g *globalFlags) *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "ls",
+		Short: "List the persistent sessions",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			exec, err := sandbox.New(cmd.Context(), g.config(cmd.ErrOrStderr()))
+			if err != nil {
+				return &exitError{code: exitFailed, err: err}
+			}
+			defer exec.Close()
+			list, err := exec.Sessions()
+			if err != nil {
+				return &exitError{code: exitFailed, err: err}
+			}
+			if asJSON {
+				enc := json.NewEncoder(cmd.OutOrStdout())
+				enc.SetIndent("", "  ")
+				return enc.Encode(list)
+			}
+			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "ID\tCREATED\tPROFILE\tSCOPE\tMOUNTED\tREPO")
+			for _, s := range list {
+				if s.Err != "" {
+					fmt.Fprintf(tw, "%s\t-\t-\t-\t%v\t(%s)\n", s.ID, s.Mounted, s.Err)
+					continue
+				}
+				scope := s.Scope
+				if s.ReadOnly {
+					scope = "(read-only)"
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%v\t%s\n", s.ID, s.Created.Local().Format(time.DateTime), s.ProfileName, scope, s.Mounted, s.Repo)
+			}
+			return tw.Flush()
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print a JSON array")
+	return cmd
+}
+
+func newSessionRmCommand(g *globalFlags) *cobra.Command {
+	return &cobra.Command{
+		Use:   "rm ID...",
+		Short: "Remove persistent sessions: their containers, host mounts and state",
+		Long: `Kills the session's running invocations, unmounts its host mounts and
+removes its state directory. What the session wrote and did not apply is
+gone: collect it first with 'corral session diff'.`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			exec, err := sandbox.New(cmd.Context(), g.config(cmd.ErrOrStderr()))
+			if err != nil {
+				return &exitError{code: exitFailed, err: err}
+			}
+			defer exec.Close()
+			var errs []error
+			for _, id := range args {
+				if err := exec.RemoveSession(cmd.Context(), id); err != nil {
+					errs = append(errs, err)
+					continue
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "removed %s\n", id)
+			}
+			if err := errors.Join(errs...); err != nil {
+				return &exitError{code: exitFailed, err: err}
+			}
+			return nil
+		},
+	}
+}
+
+func newSessionDiffCommand(g *globalFlags) *cobra.Command {
+	var format string
+	cmd := &cobra.Command{
+		Use:   "diff ID [--format patch|stat|json]",
+		Short: "Print the session's change set so far",
+		Long: `Collects the session's change set from its write area: a unified patch
+(git apply-able, the default), a summary (stat) or JSON. A rejected change
+set (a symlink, an ignore file, a path outside the scope, ...) exits 123
+and prints its violations; no patch is made of it.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if format != "patch" && format != "stat" && format != "json" {
+				return &exitError{code: exitFailed, err: fmt.Errorf("--format %q: %w: want patch, stat or json", format, errdefs.ErrInvalidArgument)}
+			}
+			ctx := cmd.Context()
+			exec, err := sandbox.New(ctx, g.config(cmd.ErrOrStderr()))
+			if err != nil {
+				return &exitError{code: exitFailed, err: err}
+			}
+			defer exec.Close()
+			sess, err := exec.OpenSession(ctx, args[0])
+			if err != nil {
+				return &exitError{code: exitFailed, err: err}
+			}
+			defer sess.Close()
+			cs, err := sess.Changes()
+			if err != nil {
+				return &exitError{code: exitFailed, err: fmt.Errorf("collecting the change set: %w", err)}
+			}
+			out := cmd.OutOrStdout()
+			switch format {
+			case "json":
+				enc := json.NewEncoder(out)
+				enc.SetIndent("", "  ")
+				if err := enc.Encode(changeSetJSON(cs)); err != nil {
+					return err
+				}
+			case "stat":
+				fmt.Fprint(out, cs.Stat())
+			case "patch":
+				if cs.Err() == nil {
+					patch, err := mounts.Patch(cs)
+					if err != nil {
+						return &exitError{code: exitFailed, err: err}
+					}
+					if _, err := out.Write(patch); err != nil {
+						return err
+					}
+				} else {
+					fmt.Fprint(cmd.ErrOrStderr(), cs.Stat())
+				}
+			}
+			if err := cs.Err(); err != nil {
+				return &exitError{code: exitRejected, err: err}
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&format, "format", "patch", "patch, stat or json")
+	return cmd
+}
+
+// changeSetJSON is a change set with non-nil lists, for JSON output.
+func changeSetJSON(cs *mounts.ChangeSet) *mounts.ChangeSet {
+	out := &mounts.ChangeSet{Changes: cs.Changes, Violations: cs.Violations}
+	if out.Changes == nil {
+		out.Changes = []mounts.Change{}
+	}
+	if out.Violations == nil {
+		out.Violations = []mounts.Violation{}
+	}
+	return out
+}
