@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -14,6 +15,7 @@ import (
 	containerd "github.com/containerd/containerd/v2/client"
 	"github.com/containerd/containerd/v2/pkg/namespaces"
 	"github.com/containerd/errdefs"
+	"github.com/corral-sandbox/corral/audit"
 )
 
 // Config is the Executor's long-lived configuration, from the trusted
@@ -36,6 +38,9 @@ type Config struct {
 	// the image has corral-init: for one-call processes (the CLI), where a
 	// container prepared ahead would be thrown away, and for comparisons.
 	Cold bool
+	// AuditFile, when set, receives a copy of the audit events, which
+	// always go to StateDir/audit.log.
+	AuditFile string
 	// Log receives progress notes such as "building image on first use".
 	// nil discards them.
 	Log io.Writer
@@ -46,6 +51,7 @@ type Config struct {
 type Executor struct {
 	cfg    Config
 	client *containerd.Client
+	audit  *audit.Logger
 
 	imgOnce sync.Mutex
 	img     containerd.Image
@@ -105,11 +111,21 @@ func New(ctx context.Context, cfg Config) (*Executor, error) {
 		client.Close()
 		return nil, unavailable(err)
 	}
-	return &Executor{cfg: cfg, client: client}, nil
+	log, err := audit.Open(cfg.StateDir, cfg.AuditFile)
+	if err != nil {
+		client.Close()
+		return nil, fmt.Errorf("opening the audit log: %w", err)
+	}
+	return &Executor{cfg: cfg, client: client, audit: log}, nil
 }
 
-// Close closes the containerd connection.
-func (e *Executor) Close() error { return e.client.Close() }
+// Close closes the containerd connection and the audit log.
+func (e *Executor) Close() error {
+	return errors.Join(e.client.Close(), e.audit.Close())
+}
+
+// Audit returns the executor's audit log (never nil once New succeeded).
+func (e *Executor) Audit() *audit.Logger { return e.audit }
 
 // Client returns the containerd client (for image builds and gc).
 func (e *Executor) Client() *containerd.Client { return e.client }

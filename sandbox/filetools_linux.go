@@ -17,6 +17,7 @@ import (
 
 	"github.com/containerd/errdefs"
 	"github.com/corral-sandbox/corral/allowlist"
+	"github.com/corral-sandbox/corral/audit"
 	"github.com/corral-sandbox/corral/sandbox/fsop"
 )
 
@@ -96,7 +97,8 @@ type SearchOptions struct {
 // Read returns a window of the file at unsafePath: at most 256 KiB, by
 // default 2000 lines; a binary file is reported, not shown. The result's
 // SHA256 is the revision Edit expects.
-func (s *Session) Read(ctx context.Context, unsafePath string, o ReadOptions) (*fsop.ReadResult, error) {
+func (s *Session) Read(ctx context.Context, unsafePath string, o ReadOptions) (_ *fsop.ReadResult, retErr error) {
+	defer func() { s.auditFileRefusal("read", unsafePath, retErr) }()
 	p, err := allowlist.CheckRead(s.view, unsafePath)
 	if err != nil {
 		return nil, err
@@ -118,7 +120,8 @@ func (s *Session) Read(ctx context.Context, unsafePath string, o ReadOptions) (*
 
 // List returns the entries of the directory at unsafePath ("." for the
 // repository root), hidden ones never included.
-func (s *Session) List(ctx context.Context, unsafePath string) (*fsop.ListResult, error) {
+func (s *Session) List(ctx context.Context, unsafePath string) (_ *fsop.ListResult, retErr error) {
+	defer func() { s.auditFileRefusal("list", unsafePath, retErr) }()
 	p, err := allowlist.CheckRead(s.view, unsafePath)
 	if err != nil {
 		return nil, err
@@ -135,7 +138,8 @@ func (s *Session) List(ctx context.Context, unsafePath string) (*fsop.ListResult
 // most max (0: fsop.DefaultMatches), hidden ones never included. Refused:
 // patterns that are not canonical relative paths, root-wide globs, globs
 // aimed at .git, and globs whose fixed leading directory is hidden.
-func (s *Session) Glob(ctx context.Context, pattern string, max int) (*fsop.GlobResult, error) {
+func (s *Session) Glob(ctx context.Context, pattern string, max int) (_ *fsop.GlobResult, retErr error) {
+	defer func() { s.auditFileRefusal("glob", pattern, retErr) }()
 	refuse := func(rule string) error {
 		return &allowlist.Refusal{Kind: allowlist.KindPath, Index: -1, Token: clipToken(pattern), Rule: rule}
 	}
@@ -182,7 +186,8 @@ const MaxRegexpBytes = fsop.MaxPatternBytes
 // Search returns the lines matching the regular expression expr (Go RE2
 // syntax: no backtracking blow-up) in the file or below the directory at
 // unsafePath ("." for the whole view), hidden files never included.
-func (s *Session) Search(ctx context.Context, expr, unsafePath string, o SearchOptions) (*fsop.SearchResult, error) {
+func (s *Session) Search(ctx context.Context, expr, unsafePath string, o SearchOptions) (_ *fsop.SearchResult, retErr error) {
+	defer func() { s.auditFileRefusal("search", unsafePath, retErr) }()
 	p, err := allowlist.CheckRead(s.view, unsafePath)
 	if err != nil {
 		return nil, err
@@ -233,7 +238,8 @@ func (s *Session) Search(ctx context.Context, expr, unsafePath string, o SearchO
 // text, at most fsop.MaxWriteBytes). With expectedSHA256 set, the file
 // must exist with that revision (else a FileError of fsop.CodeConflict).
 // Missing parent directories inside the write scope are created.
-func (s *Session) Write(ctx context.Context, unsafePath string, content []byte, expectedSHA256 string) (*fsop.WriteResult, error) {
+func (s *Session) Write(ctx context.Context, unsafePath string, content []byte, expectedSHA256 string) (_ *fsop.WriteResult, retErr error) {
+	defer func() { s.auditFileRefusal("write", unsafePath, retErr) }()
 	p, err := s.checkWrite(unsafePath)
 	if err != nil {
 		return nil, err
@@ -275,7 +281,8 @@ func (s *Session) Write(ctx context.Context, unsafePath string, content []byte, 
 // current sha256 must be expectedSHA256 (a stale revision is a FileError
 // of fsop.CodeConflict). oldText must occur exactly once, or, with all, at
 // least once.
-func (s *Session) Edit(ctx context.Context, unsafePath, oldText, newText, expectedSHA256 string, all bool) (*fsop.WriteResult, error) {
+func (s *Session) Edit(ctx context.Context, unsafePath, oldText, newText, expectedSHA256 string, all bool) (_ *fsop.WriteResult, retErr error) {
+	defer func() { s.auditFileRefusal("edit", unsafePath, retErr) }()
 	p, err := s.checkWrite(unsafePath)
 	if err != nil {
 		return nil, err
@@ -447,6 +454,7 @@ func (s *Session) runHelper(ctx context.Context, op, p string, argv []string, ou
 	if err != nil {
 		return fmt.Errorf("%s: %w", op, err)
 	}
+	s.exec.audit.Invocation(s.ID, []string{op, p}, audit.Allowed, "", res.ExitCode, res.Duration, res.LimitsHit)
 	if res.Killed() {
 		return fmt.Errorf("%s %s: %w: limit hit: %s", op, p, errdefs.ErrResourceExhausted, strings.Join(res.LimitsHit, ", "))
 	}
@@ -464,4 +472,12 @@ func (s *Session) runHelper(ctx context.Context, op, p string, argv []string, ou
 		return fmt.Errorf("%s %s: reading the file helper's answer: %w", op, p, err)
 	}
 	return nil
+}
+
+// auditFileRefusal records a file tool call that the policy refused.
+func (s *Session) auditFileRefusal(op, unsafePath string, err error) {
+	var r *allowlist.Refusal
+	if errors.As(err, &r) {
+		s.auditRefusal(op, []string{op, unsafePath}, err)
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/containerd/errdefs"
 	"github.com/corral-sandbox/corral/allowlist"
+	"github.com/corral-sandbox/corral/audit"
 	"github.com/corral-sandbox/corral/mounts"
 	"github.com/corral-sandbox/corral/profiles"
 	"github.com/corral-sandbox/corral/seccomp"
@@ -183,7 +185,9 @@ func (e *Executor) NewSession(ctx context.Context, cfg SessionConfig) (*Session,
 	if _, err := rand.Read(id[:]); err != nil {
 		return nil, err
 	}
-	return &Session{Policy: p, ID: hex.EncodeToString(id[:]), exec: e, seccomp: sc}, nil
+	s := &Session{Policy: p, ID: hex.EncodeToString(id[:]), exec: e, seccomp: sc}
+	e.audit.SessionCreated(s.ID, p.Repo, p.Profile.Name, p.Scope)
+	return s, nil
 }
 
 // View returns the view policy checks consult.
@@ -201,9 +205,25 @@ func (p *Policy) Check(argv []string) (allowlist.Decision, error) {
 func (s *Session) Exec(ctx context.Context, argv []string, stdout, stderr io.Writer) (*Result, error) {
 	d, err := s.Check(argv)
 	if err != nil {
+		s.auditRefusal("invocation", argv, err)
 		return nil, err
 	}
-	return s.ExecWithoutPolicy(ctx, d.Argv, stdout, stderr)
+	res, err := s.ExecWithoutPolicy(ctx, d.Argv, stdout, stderr)
+	if err == nil {
+		s.exec.audit.Invocation(s.ID, d.Argv, audit.Allowed, "", res.ExitCode, res.Duration, res.LimitsHit)
+	}
+	return res, err
+}
+
+// auditRefusal records a refused invocation (argv is what the agent sent).
+func (s *Session) auditRefusal(stage string, argv []string, err error) {
+	rule := err.Error()
+	var r *allowlist.Refusal
+	if errors.As(err, &r) {
+		rule = r.Rule
+	}
+	s.exec.audit.Invocation(s.ID, argv, audit.Refused, rule, -1, 0, nil)
+	s.exec.audit.Refusal(s.ID, stage, err)
 }
 
 // ExecWithoutPolicy runs argv with no allowlist check. It exists so that
@@ -280,6 +300,10 @@ func (s *Session) Changes() (*mounts.ChangeSet, error) {
 		if rule, h := s.view.Hidden(c.Path); h {
 			cs.Violations = append(cs.Violations, mounts.Violation{Path: c.Path, Reason: rule})
 		}
+	}
+	s.exec.audit.ChangeSet(s.ID, cs)
+	if err := cs.Err(); err != nil {
+		s.exec.audit.Refusal(s.ID, "changeset", err)
 	}
 	return cs, nil
 }

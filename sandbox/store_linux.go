@@ -184,6 +184,7 @@ func (e *Executor) CreateSession(ctx context.Context, cfg SessionConfig, profile
 	if err != nil {
 		return nil, err
 	}
+	e.audit.SessionCreated(s.ID, p.Repo, p.Profile.Name, p.Scope)
 	if err := s.prepare(); err != nil {
 		return nil, err
 	}

@@ -35,7 +35,6 @@ dry-run-only class, a symbolic link in the repository; nothing written);
 type applyFlags struct {
 	approve    []string
 	dryRunOnly []string
-	audit      string
 	json       bool
 	noDiff     bool
 }
@@ -44,7 +43,6 @@ func (a *applyFlags) add(cmd *cobra.Command) {
 	f := cmd.Flags()
 	f.StringArrayVar(&a.approve, "approve", nil, "approve the change with this token (repeatable); approved changes are written, all or none")
 	f.StringSliceVar(&a.dryRunOnly, "dry-run-only", nil, "risk classes that are never applied, even when approved (low, medium, high)")
-	f.StringVar(&a.audit, "audit", "", "also append the audit events to FILE (they always go to STATE-DIR/audit.log)")
 	f.BoolVar(&a.json, "json", false, "print the report as JSON")
 	f.BoolVar(&a.noDiff, "no-diff", false, "do not print each change's diff")
 }
@@ -96,7 +94,7 @@ in the repository; a file changed since the patch was made is a conflict.
 			if err != nil {
 				return &exitError{code: exitFailed, err: err}
 			}
-			log, err := audit.Open(g.stateDir, af.audit)
+			log, err := audit.Open(g.stateDir, g.audit)
 			if err != nil {
 				return &exitError{code: exitFailed, err: fmt.Errorf("%w (pass a writable --state-dir)", err)}
 			}
@@ -143,7 +141,7 @@ turn; --approve TOKEN writes the changes those tokens name, all or none.
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			log, err := audit.Open(g.stateDir, af.audit)
+			log, err := audit.Open(g.stateDir, g.audit)
 			if err != nil {
 				return &exitError{code: exitFailed, err: err}
 			}

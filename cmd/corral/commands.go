@@ -22,13 +22,15 @@ type globalFlags struct {
 	stateDir  string
 	runtime   string
 	image     string
+	audit     string
 }
 
 // config is the executor configuration of a one-call process: containers
 // are created on the call (a container prepared ahead would only be
 // thrown away when the process ends). The long-lived server turns that off.
 func (g *globalFlags) config(log io.Writer) sandbox.Config {
-	return sandbox.Config{Address: g.address, Namespace: g.namespace, StateDir: g.stateDir, Runtime: g.runtime, Image: g.image, Log: log, Cold: true}
+	return sandbox.Config{Address: g.address, Namespace: g.namespace, StateDir: g.stateDir, Runtime: g.runtime, Image: g.image, Log: log, Cold: true,
+		AuditFile: g.audit}
 }
 
 func newRootCommand() *cobra.Command {
@@ -44,6 +46,7 @@ func newRootCommand() *cobra.Command {
 	pf.StringVar(&g.namespace, "namespace", sandbox.DefaultNamespace, "containerd namespace")
 	pf.StringVar(&g.stateDir, "state-dir", sandbox.DefaultStateDir, "corral's state directory (sessions, mounts, FIFOs)")
 	pf.StringVar(&g.runtime, "runtime", sandbox.DefaultRuntime, "containerd runtime (shim) name")
+	pf.StringVar(&g.audit, "audit", "", "also append the audit events (JSON lines) to FILE; they always go to STATE-DIR/audit.log")
 	pf.StringVar(&g.image, "image", "", "tools image (default "+sandbox.DefaultImageRef+", built from this machine's binaries on first use)")
 	root.AddCommand(newRunCommand(g), newCheckCommand(), newImageCommand(g), newGCCommand(g), newProfilesCommand(), newApplyCommand(g))
 	root.AddCommand(newSessionCommand(g), newServeCommand(g), newFSCommand())
