@@ -48,7 +48,12 @@ const gitRegular = 0o100644
 // exists or a modified or deleted file that does not is a *ConflictError.
 // Changes carry Before from the repository and After from the patch; a
 // created or modified file gets mode 0644.
-func ParsePatch(repo string, data []byte, scope allowlist.Scope) (*mounts.ChangeSet, error) {
+//
+// view (may be nil only in tests of the format) is the session's view:
+// every path is checked against it — hidden paths refused by their rule —
+// before any file of the repository is opened, so a patch can never serve
+// as an oracle for hidden content, existence or blob ids.
+func ParsePatch(repo string, data []byte, scope allowlist.Scope, view allowlist.View) (*mounts.ChangeSet, error) {
 	if err := checkScope(scope); err != nil {
 		return nil, err
 	}
@@ -73,7 +78,7 @@ func ParsePatch(repo string, data []byte, scope allowlist.Scope) (*mounts.Change
 	seen := map[string]bool{}
 	for i, f := range files {
 		fr := &frames[i]
-		if reason := checkPath(fr.path, scope, nil); reason != "" {
+		if reason := checkPath(fr.path, scope, view); reason != "" {
 			refuse(fr.path, "%s", reason)
 			continue
 		}

@@ -55,7 +55,7 @@ func TestParsePatchRoundTrip(t *testing.T) {
 			out, err = git(t, repo, patch, "apply", "--check", "-")
 			require.NoError(t, err, "git apply --check: %s\n%s", out, patch)
 
-			got, err := ParsePatch(repo, patch, dirScope)
+			got, err := ParsePatch(repo, patch, dirScope, nil)
 			require.NoError(t, err, "%s", patch)
 			require.Len(t, got.Changes, len(tt.cs.Changes))
 			for i, want := range sortedChanges(tt.cs) {
@@ -74,7 +74,7 @@ func TestParsePatchRoundTrip(t *testing.T) {
 			require.NoError(t, err, gitPatch)
 			out, err = git(t, repo, nil, "reset", "-q", "--hard", "HEAD")
 			require.NoError(t, err, out)
-			got2, err := ParsePatch(repo, []byte(gitPatch), dirScope)
+			got2, err := ParsePatch(repo, []byte(gitPatch), dirScope, nil)
 			require.NoError(t, err, "%s", gitPatch)
 			require.Len(t, got2.Changes, len(got.Changes))
 			for i := range got.Changes {
@@ -181,7 +181,7 @@ func TestParsePatchRefuses(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			repo := newRepo(t)
 			before := snapshot(t, repo)
-			cs, err := ParsePatch(repo, []byte(tt.patch), dirScope)
+			cs, err := ParsePatch(repo, []byte(tt.patch), dirScope, nil)
 			require.Error(t, err)
 			assert.Nil(t, cs)
 			assert.Contains(t, err.Error(), tt.want)
@@ -206,7 +206,7 @@ func TestParsePatchConflicts(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			repo := newRepo(t)
 			before := snapshot(t, repo)
-			_, err := ParsePatch(repo, []byte(tt.patch), dirScope)
+			_, err := ParsePatch(repo, []byte(tt.patch), dirScope, nil)
 			require.Error(t, err)
 			assert.True(t, errdefs.IsFailedPrecondition(err) || errdefs.IsPermissionDenied(err), "%v", err)
 			assert.Equal(t, before, snapshot(t, repo))
@@ -221,7 +221,7 @@ func TestParsePatchSymlinkInRepo(t *testing.T) {
 	createTree(t, outside, "file secret.md # B\\n")
 	repo := newRepo(t, "symlink openwiki/linked "+outside)
 	patch := "diff --git a/openwiki/linked/secret.md b/openwiki/linked/secret.md\n--- a/openwiki/linked/secret.md\n+++ b/openwiki/linked/secret.md\n@@ -1 +1 @@\n-# B\n+# Bee\n"
-	_, err := ParsePatch(repo, []byte(patch), dirScope)
+	_, err := ParsePatch(repo, []byte(patch), dirScope, nil)
 	require.Error(t, err)
 	assert.True(t, errdefs.IsPermissionDenied(err), "%v", err)
 	assert.Contains(t, err.Error(), "symbolic link")
@@ -232,17 +232,17 @@ func TestParsePatchPageScope(t *testing.T) {
 	repo := newRepo(t)
 	page := allowlist.Scope{Page: "openwiki/pages/a.md"}
 	ok := "diff --git a/openwiki/pages/a.md b/openwiki/pages/a.md\n--- a/openwiki/pages/a.md\n+++ b/openwiki/pages/a.md\n@@ -1,5 +1,5 @@\n # A\n \n one\n-two\n+2\n three\n"
-	cs, err := ParsePatch(repo, []byte(ok), page)
+	cs, err := ParsePatch(repo, []byte(ok), page, nil)
 	require.NoError(t, err)
 	require.Len(t, cs.Changes, 1)
 	sibling := "diff --git a/openwiki/pages/b.md b/openwiki/pages/b.md\n--- a/openwiki/pages/b.md\n+++ b/openwiki/pages/b.md\n@@ -1 +1 @@\n-# B\n+# Bee\n"
-	_, err = ParsePatch(repo, []byte(ok+sibling), page)
+	_, err = ParsePatch(repo, []byte(ok+sibling), page, nil)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "only the assigned page")
 	delPage := "diff --git a/openwiki/pages/b.md b/openwiki/pages/b.md\ndeleted file mode 100644\n--- a/openwiki/pages/b.md\n+++ /dev/null\n@@ -1 +0,0 @@\n-# B\n"
-	_, err = ParsePatch(repo, []byte(delPage), allowlist.Scope{Page: "openwiki/pages/b.md"})
+	_, err = ParsePatch(repo, []byte(delPage), allowlist.Scope{Page: "openwiki/pages/b.md"}, nil)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "page mode cannot delete")
-	_, err = ParsePatch(repo, []byte(ok), allowlist.Scope{ReadOnly: true})
+	_, err = ParsePatch(repo, []byte(ok), allowlist.Scope{ReadOnly: true}, nil)
 	assert.True(t, errdefs.IsPermissionDenied(err), "%v", err)
 }

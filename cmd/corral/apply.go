@@ -99,7 +99,7 @@ in the repository; a file changed since the patch was made is a conflict.
 				return &exitError{code: exitFailed, err: fmt.Errorf("%w (pass a writable --state-dir)", err)}
 			}
 			defer log.Close()
-			cs, err := review.ParsePatch(pol.Repo, data, pol.Scope)
+			cs, err := review.ParsePatch(pol.Repo, data, pol.Scope, pol.View())
 			if err != nil {
 				_ = log.Refusal("", "patch", err)
 				return applyExit(fmt.Errorf("patch %s: %w", patchFile, err))
