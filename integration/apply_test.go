@@ -32,7 +32,7 @@ func TestApplyFromSession(t *testing.T) {
 	patch, err := mounts.Patch(cs)
 	require.NoError(t, err)
 	gitApplyCheck(t, repo, patch)
-	parsed, err := review.ParsePatch(repo, patch, s.Scope)
+	parsed, err := review.ParsePatch(repo, patch, s.Scope, s.View())
 	require.NoError(t, err)
 	require.Len(t, parsed.Changes, len(cs.Changes))
 	for i := range cs.Changes {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 
 	"golang.org/x/sys/unix"
 
@@ -20,6 +21,13 @@ const maxSymlinks = 40
 type View struct {
 	root string
 	h    *HiddenSet
+
+	// overlays maps a repository-relative directory to the host path of
+	// what the container sees there instead (the session's merged write
+	// area), so that links the agent made there resolve as in the
+	// container. Set once by Overlay after the mounts exist.
+	mu       sync.RWMutex
+	overlays map[string]string
 }
 
 var _ allowlist.View = (*View)(nil)
@@ -28,6 +36,26 @@ var _ allowlist.View = (*View)(nil)
 // computed from) without the paths in h.
 func NewView(root string, h *HiddenSet) *View {
 	return &View{root: root, h: h}
+}
+
+// Overlay makes Resolve read the directory rel (canonical,
+// repository-relative) from hostDir instead of the repository: the
+// session's merged write area, where the agent can create symlinks that
+// the repository does not have.
+func (v *View) Overlay(rel, hostDir string) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.overlays == nil {
+		v.overlays = map[string]string{}
+	}
+	v.overlays[rel] = hostDir
+}
+
+func (v *View) overlayFor(rel string) (string, bool) {
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	d, ok := v.overlays[rel]
+	return d, ok
 }
 
 // Hidden reports whether p or one of its ancestors is hidden, and the
@@ -164,6 +192,16 @@ func (v *View) Resolve(p string) (string, error) {
 			continue
 		}
 		dirfd := fds[len(fds)-1]
+		if host, ok := v.overlayFor(cand); ok {
+			// What the container sees here is the write area.
+			fd, err := unix.Open(host, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+			if err != nil {
+				return "", fmt.Errorf("resolving %s: opening the write area: %w", p, osError(err))
+			}
+			fds = append(fds, fd)
+			resolved = append(resolved, c)
+			continue
+		}
 		var st unix.Stat_t
 		err := unix.Fstatat(dirfd, c, &st, unix.AT_SYMLINK_NOFOLLOW)
 		if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) {

@@ -268,7 +268,7 @@ func (s *Session) prepare() error {
 	if err != nil {
 		return fmt.Errorf("preparing session mounts: %w", err)
 	}
-	s.layout = l
+	s.setLayout(l)
 	// gc leaves alone the sessions of a live supervisor.
 	return os.WriteFile(filepath.Join(l.Dir, "owner.pid"), []byte(strconv.Itoa(os.Getpid())), 0o600)
 }
@@ -338,4 +338,14 @@ func (s *Session) Close() error {
 	err := s.layout.Close()
 	s.layout = nil
 	return err
+}
+
+// setLayout records the session's host mounts and points the view's
+// symlink resolution at the merged write area, where the agent can make
+// links the repository does not have.
+func (s *Session) setLayout(l *mounts.Layout) {
+	s.layout = l
+	if !s.plan.ReadOnly && s.plan.Page == "" && l.Write != "" {
+		s.view.Overlay(s.plan.WriteDir, l.Write)
+	}
 }

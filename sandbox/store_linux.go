@@ -330,7 +330,7 @@ func (s *Session) attachLocked() error {
 	l, err := mounts.Open(dir, s.plan)
 	switch {
 	case err == nil:
-		s.layout = l
+		s.setLayout(l)
 		return nil
 	case !errors.Is(err, mounts.ErrNotMounted):
 		return fmt.Errorf("session %s: %w; remove it with `corral session rm %s`", s.ID, err, s.ID)
@@ -349,7 +349,7 @@ func (s *Session) attachLocked() error {
 	if err != nil {
 		return fmt.Errorf("preparing session mounts: %w", err)
 	}
-	s.layout = l
+	s.setLayout(l)
 	return nil
 }
 
