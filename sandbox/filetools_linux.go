@@ -446,6 +446,9 @@ func (s *Session) runHelper(ctx context.Context, op, p string, argv []string, ou
 	if err := s.prepare(); err != nil {
 		return err
 	}
+	if err := s.checkRepo(); err != nil {
+		return err
+	}
 	if !s.helper {
 		return fmt.Errorf("%s: %w: the image %s has no corral helper (%s); the file tools need the default image, or one built by `corral image build` with corral's own binary",
 			op, errdefs.ErrFailedPrecondition, s.exec.cfg.Image, helperPath)

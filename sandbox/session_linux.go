@@ -93,7 +93,10 @@ type Session struct {
 
 	// warm is set when the image has corral-init: containers are then
 	// created before the call arrives and the argv handed over at start.
-	warm    bool
+	warm bool
+	// watch notices files created in the repository after the start
+	// (long-lived processes); nil in one-call processes.
+	watch   *mounts.Watcher
 	readyMu sync.Mutex
 	ready   *container
 	closing bool
@@ -237,7 +240,33 @@ func (s *Session) ExecWithoutPolicy(ctx context.Context, argv []string, stdout, 
 	if err := s.prepare(); err != nil {
 		return nil, err
 	}
+	if err := s.checkRepo(); err != nil {
+		return nil, err
+	}
 	return s.run(ctx, argv, stdout, stderr)
+}
+
+// checkRepo refuses to run once a file appeared in the repository that
+// the rules hide but the session's whiteouts do not cover.
+func (s *Session) checkRepo() error {
+	if s.watch == nil {
+		return nil
+	}
+	return s.watch.Check()
+}
+
+// startWatch watches the repository for the session's lifetime in a
+// long-lived process. Where inotify is not available every call rescans.
+func (s *Session) startWatch() error {
+	if s.exec.cfg.Cold || s.watch != nil {
+		return nil
+	}
+	w, err := mounts.NewWatcher(s.Repo, s.hidden)
+	if err != nil {
+		return fmt.Errorf("watching the repository: %w", err)
+	}
+	s.watch = w
+	return nil
 }
 
 func (s *Session) prepare() error {
@@ -262,13 +291,24 @@ func (s *Session) prepare() error {
 		return nil
 	}
 	if s.store != nil {
-		return s.attachLocked()
+		// Another process may have run this session before: whatever
+		// appeared in the repository since its start must be covered.
+		if err := mounts.Rescan(s.Repo, s.hidden); err != nil {
+			return err
+		}
+		if err := s.attachLocked(); err != nil {
+			return err
+		}
+		return s.startWatch()
 	}
 	l, err := mounts.Prepare(filepath.Join(s.exec.cfg.StateDir, "sessions", s.ID), s.plan, s.hidden)
 	if err != nil {
 		return fmt.Errorf("preparing session mounts: %w", err)
 	}
 	s.setLayout(l)
+	if err := s.startWatch(); err != nil {
+		return err
+	}
 	// gc leaves alone the sessions of a live supervisor.
 	return os.WriteFile(filepath.Join(l.Dir, "owner.pid"), []byte(strconv.Itoa(os.Getpid())), 0o600)
 }
@@ -324,6 +364,9 @@ func (s *Session) Close() error {
 	s.bg.Wait()
 	if c := s.takeReady(); c != nil {
 		s.destroy(c)
+	}
+	if s.watch != nil {
+		s.watch.Close()
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
