@@ -31,6 +31,8 @@ var AgentConfig = []string{
 	"AGENTS.md", "AGENT.md", "CLAUDE.md", "GEMINI.md", "opencode.json", "opencode.jsonc",
 	".opencode/", ".mcp.json", ".cursor/", ".cursorrules", ".claude/", ".windsurfrules",
 	".github/copilot-instructions.md", ".aider.conf.yml", ".continue/", ".vscode/",
+	"CLAUDE.local.md", "AGENTS.override.md", ".gemini/", ".windsurf/", ".clinerules", ".roo/",
+	".github/instructions/",
 }
 
 // Env is the fixed environment of every container: nothing of the

@@ -143,7 +143,7 @@ var steeringDirs = map[string]string{
 var steeringFiles = map[string]string{
 	// agents
 	"agents.md": "agent instructions", "agent.md": "agent instructions",
-	"claude.md": "agent instructions", "claude.local.md": "agent instructions",
+	"claude.md": "agent instructions", "claude.local.md": "agent instructions", "agents.override.md": "agent instructions",
 	"gemini.md": "agent instructions", "copilot-instructions.md": "agent instructions",
 	"opencode.json": "agent configuration", "opencode.jsonc": "agent configuration",
 	".mcp.json": "agent configuration", "mcp.json": "agent configuration",
