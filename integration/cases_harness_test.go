@@ -393,7 +393,7 @@ func withProfile(p *profiles.Profile) sessOpt {
 func gitProfile(t *testing.T) *profiles.Profile {
 	t.Helper()
 	d := docsProfile(t)
-	p, err := profiles.Parse([]byte(fmt.Sprintf("name: docs-git\ndescription: docs plus git; git history shows every committed file, hidden ones included\ncommands: [%s, git]\nhide_agent_config: true\n",
+	p, err := profiles.Parse([]byte(fmt.Sprintf("name: docs-git\ndescription: docs plus git; git history shows every committed file, hidden ones included\ncommands: [%s, git]\n",
 		strings.Join(d.Commands, ", "))))
 	require.NoError(t, err)
 	return p
@@ -685,8 +685,13 @@ func (h *harness) requireFixedEnv(s *sandbox.Session, names ...string) {
 		steps = append(steps, kernelStep{what: p, argv: []string{"probe", "read", p}, check: func(t *testing.T, out string, rc int) {
 			require.Equal(t, 0, rc, out)
 			require.Contains(t, out, "PATH=")
-			for _, n := range names {
-				require.NotContains(t, out, n+"=")
+			// Whole entries: GIT_PAGER=cat is fixed, PAGER= is not.
+			for _, entry := range strings.Split(out, "\x00") {
+				for _, n := range names {
+					if strings.HasPrefix(entry, n+"=") {
+						require.Contains(t, profiles.Env, entry, "%s reached the container", n)
+					}
+				}
 			}
 		}})
 	}

@@ -268,3 +268,22 @@ func TestRealRepository(t *testing.T) {
 	require.Equal(t, 0, r.ExitCode, string(r.Stderr))
 	require.Equal(t, "fmt/print.go\n", out(r))
 }
+
+// TestPageModeNewPage: an assigned page that does not exist yet is a
+// create in the change set, and its patch applies (the view's empty mount
+// point is not the original).
+func TestPageModeNewPage(t *testing.T) {
+	repo := newRepo(t, map[string]string{"openwiki/index.md": "# index\n", "README.md": "# readme\n"})
+	s := newSession(t, repo, withPage("openwiki/pages/new.md"))
+	r := run(t, s, "cp", "README.md", "openwiki/pages/new.md")
+	require.Equal(t, 0, r.ExitCode, string(r.Stderr))
+	cs, err := s.Changes()
+	require.NoError(t, err)
+	require.NoError(t, cs.Err())
+	require.Len(t, cs.Changes, 1)
+	require.Equal(t, "create", string(cs.Changes[0].Kind))
+	patch, err := patchOf(cs)
+	require.NoError(t, err)
+	require.Contains(t, string(patch), "new file mode 100644")
+	gitApplyCheck(t, repo, patch)
+}

@@ -53,7 +53,7 @@ func TestSessionPersistsAndKeepsItsCapability(t *testing.T) {
 	ctx := context.Background()
 	repo := ftRepo(t)
 	profFile := filepath.Join(t.TempDir(), "narrow.yaml")
-	require.NoError(t, os.WriteFile(profFile, []byte("name: narrow\ncommands: [ls, cat, cp]\nhide_agent_config: true\n"), 0o644))
+	require.NoError(t, os.WriteFile(profFile, []byte("name: narrow\ncommands: [ls, cat, cp]\n"), 0o644))
 	prof, err := profiles.Load(profFile)
 	require.NoError(t, err)
 

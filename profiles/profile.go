@@ -25,8 +25,9 @@ var builtin embed.FS
 const DefaultName = "docs"
 
 // AgentConfig lists the files and directories (gitignore syntax) with which
-// a repository could steer an agent; a profile with HideAgentConfig hides
-// them from the view, and no repository ignore file can re-include them.
+// a repository could steer an agent; every profile hides them from the view
+// unless it sets ExposeAgentConfig, and no repository ignore file can
+// re-include them.
 var AgentConfig = []string{
 	"AGENTS.md", "AGENT.md", "CLAUDE.md", "GEMINI.md", "opencode.json", "opencode.jsonc",
 	".opencode/", ".mcp.json", ".cursor/", ".cursorrules", ".claude/", ".windsurfrules",
@@ -60,8 +61,10 @@ type Profile struct {
 	// Commands names the allowed commands; each must have a grammar in the
 	// built-in tool set (profiles/builtin/tools.yaml).
 	Commands []string `yaml:"commands"`
-	// HideAgentConfig hides AgentConfig from the view.
-	HideAgentConfig bool `yaml:"hide_agent_config"`
+	// ExposeAgentConfig shows AgentConfig in the view. The zero value
+	// (false) hides it: a profile that does not say otherwise is the safe
+	// one.
+	ExposeAgentConfig bool `yaml:"expose_agent_config"`
 	// Seccomp names the seccomp profile; only "default" exists.
 	Seccomp   string    `yaml:"seccomp"`
 	Resources Resources `yaml:"resources"`
@@ -304,7 +307,7 @@ func (p *Profile) Limits() Limits {
 // ForcedHides returns the gitignore patterns the profile hides beyond the
 // repository's own ignore files; no repository file can re-include them.
 func (p *Profile) ForcedHides() []string {
-	if !p.HideAgentConfig {
+	if p.ExposeAgentConfig {
 		return nil
 	}
 	return append([]string(nil), AgentConfig...)

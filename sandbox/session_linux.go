@@ -329,7 +329,9 @@ func (s *Session) Changes() (*mounts.ChangeSet, error) {
 	var cs *mounts.ChangeSet
 	var err error
 	if s.plan.Page != "" {
-		cs, err = mounts.CollectPage(s.layout.PageCopy, filepath.Join(s.layout.View, filepath.FromSlash(s.plan.Page)), s.plan.Page, lim)
+		// The original from the repository itself: the view holds an empty
+		// mount point where the page does not exist yet.
+		cs, err = mounts.CollectPage(s.layout.PageCopy, filepath.Join(s.layout.Repo, filepath.FromSlash(s.plan.Page)), s.plan.Page, lim)
 	} else {
 		cs, err = mounts.Collect(s.layout.Upper, s.layout.Base, s.plan.WriteDir, lim)
 	}

@@ -154,7 +154,7 @@ func newProfilesCommand() *cobra.Command {
 				return &exitError{code: exitFailed, err: err}
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "name: %s\ndescription: %s\ncommands: %s\nhides agent config: %v\n",
-				p.Name, p.Description, strings.Join(p.Commands, " "), p.HideAgentConfig)
+				p.Name, p.Description, strings.Join(p.Commands, " "), !p.ExposeAgentConfig)
 			return nil
 		},
 	}
