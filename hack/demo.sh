@@ -41,7 +41,8 @@ cat build/demo.patch
 
 step "The patch applies cleanly to the repository (checked, not applied)" "git apply --check build/demo.patch"
 tmp=$(mktemp -d); cp -a "$REPO/." "$tmp/"
-(cd "$tmp" && git init -q && git apply --check "$OLDPWD/build/demo.patch") && echo "git apply --check: clean"
+(cd "$tmp" && git init -q && git apply --check "$OLDPWD/build/demo.patch") || { echo "demo: the patch does not apply" >&2; exit 1; }
+echo "git apply --check: clean"
 rm -rf "$tmp"
 
 after=$(cd "$REPO" && find . -type f -print0 | sort -z | xargs -0 sha256sum | sha256sum)

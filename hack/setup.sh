@@ -13,6 +13,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+if [ "$(id -u)" != 0 ]; then
+	echo "setup: corral needs root (containerd's socket, mounts, apt-get); run as root" >&2
+	exit 1
+fi
+
 need=()
 command -v containerd >/dev/null || need+=(containerd)
 command -v runc >/dev/null || need+=(runc)
@@ -24,6 +29,8 @@ command -v file >/dev/null || need+=(file)
 command -v git >/dev/null || need+=(git)
 command -v bwrap >/dev/null || need+=(bubblewrap)
 command -v gcc >/dev/null || need+=(gcc)
+# gcc only recommends libc6-dev; cgo (libseccomp) needs its headers.
+[ -e /usr/include/stdlib.h ] || need+=(libc6-dev)
 command -v pkg-config >/dev/null || need+=(pkg-config)
 # The MCP interoperability test drives corral with npm's MCP client; CI
 # must not skip it.

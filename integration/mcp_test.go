@@ -527,7 +527,7 @@ func TestMCPNodeClient(t *testing.T) {
 	dir := filepath.Join(os.TempDir(), "corral-it-npm")
 	if _, err := os.Stat(filepath.Join(dir, "node_modules", "@modelcontextprotocol", "sdk", "package.json")); err != nil {
 		require.NoError(t, os.MkdirAll(dir, 0o755))
-		cmd := exec.Command(npm, "install", "--prefix", dir, "--no-audit", "--no-fund", "--loglevel=error", "@modelcontextprotocol/sdk@1")
+		cmd := exec.Command(npm, "install", "--prefix", dir, "--no-audit", "--no-fund", "--loglevel=error", "@modelcontextprotocol/sdk@1.32.2")
 		outb, err := cmd.CombinedOutput()
 		require.NoError(t, err, "npm install: %s", outb)
 	}

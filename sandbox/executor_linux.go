@@ -57,6 +57,9 @@ type Executor struct {
 	img     containerd.Image
 }
 
+// privateAddress is where hack/setup.sh starts a private containerd.
+const privateAddress = "/run/corral-containerd/containerd.sock"
+
 // ResolveAddress applies the address rule: the flag, else
 // $CONTAINERD_ADDRESS, else DefaultAddress.
 func ResolveAddress(flag string) string {
@@ -95,6 +98,15 @@ func New(ctx context.Context, cfg Config) (*Executor, error) {
 		return nil, fmt.Errorf("creating state directory: %w", err)
 	}
 	unavailable := func(err error) error {
+		if errors.Is(err, os.ErrPermission) || os.Geteuid() != 0 {
+			return fmt.Errorf("%w: corral needs root: containerd's socket %s and the session mounts are root's (%v)", errdefs.ErrPermissionDenied, cfg.Address, err)
+		}
+		if cfg.Address == DefaultAddress {
+			if _, serr := os.Stat(privateAddress); serr == nil {
+				return fmt.Errorf("%w: no containerd answers at %s (%v); corral's private one is at %s: pass --address %s or export CONTAINERD_ADDRESS (`. build/env && export CONTAINERD_ADDRESS` in corral's source tree)",
+					errdefs.ErrUnavailable, cfg.Address, err, privateAddress, privateAddress)
+			}
+		}
 		return fmt.Errorf("%w: no containerd answers at %s (%v); start one (as root: `apt-get install containerd runc && containerd &`, or `make setup` in corral's source tree, which starts a private one) and pass its socket with --address or CONTAINERD_ADDRESS",
 			errdefs.ErrUnavailable, cfg.Address, err)
 	}
