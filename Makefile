@@ -44,8 +44,10 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzCheck$$' -fuzztime $(FUZZTIME) ./allowlist/
 	$(GO) test -run '^$$' -fuzz '^FuzzCleanPath$$' -fuzztime $(FUZZTIME) ./allowlist/
 
+# One table: corral next to ctr run --rm, runc run and bwrap, measured in
+# the same run, with each issue-6 target met or missed (build/bench.md).
 bench: setup build
-	$(ENV) $(GO) test -run '^$$' -bench . -benchtime 20x ./integration/
+	$(ENV) CORRAL_BENCH_OUT=build/bench.md $(GO) test -run '^$$' -bench '^BenchmarkCompare$$' -benchtime 1x -timeout 60m ./integration/
 
 clean:
 	rm -rf build

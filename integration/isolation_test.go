@@ -229,6 +229,12 @@ func TestLimits(t *testing.T) {
 		require.Less(t, r.Duration.Seconds(), 10.0)
 		require.True(t, r.Killed())
 	})
+	t.Run("cpu rlimit", func(t *testing.T) {
+		// Kills a busy loop even if the supervisor died: timeout × CPUs + 1 s.
+		s := newSession(t, repo, withResources(t, profiles.Resources{Timeout: "2s"}))
+		limits := out(inBox(t, s, "probe", "read", "/proc/self/limits"))
+		require.Regexp(t, `(?m)^Max cpu time\s+3\s+3\s+seconds`, limits)
+	})
 	t.Run("output", func(t *testing.T) {
 		s := newSession(t, repo, withResources(t, profiles.Resources{Output: "64KiB"}))
 		r := inBox(t, s, "probe", "spew")

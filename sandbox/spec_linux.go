@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"context"
+	"math"
 	"fmt"
 	"path"
 
@@ -85,6 +86,10 @@ func specOpts(in specInput) []oci.SpecOpts {
 		oci.WithCPUCFS(quota, 100000),
 		oci.WithCgroup(path.Join("/", in.Namespace, in.ID)),
 		oci.WithRlimit(&specs.POSIXRlimit{Type: "RLIMIT_CORE", Hard: 0, Soft: 0}),
+		// A process cannot use more CPU seconds than the wall-clock
+		// timeout allows at the CPU quota; this limit kills a busy loop
+		// even when the supervisor that enforces the timeout has died.
+		oci.WithRlimit(&specs.POSIXRlimit{Type: "RLIMIT_CPU", Hard: cpuSeconds(lim), Soft: cpuSeconds(lim)}),
 		oci.WithRlimit(&specs.POSIXRlimit{Type: "RLIMIT_NOFILE", Hard: 1024, Soft: 1024}),
 		withOOMScoreAdj(1000),
 	}
@@ -119,4 +124,10 @@ func withOOMScoreAdj(adj int) oci.SpecOpts {
 		s.Process.OOMScoreAdj = &adj
 		return nil
 	}
+}
+
+// cpuSeconds is RLIMIT_CPU for the limits: the timeout at the CPU quota,
+// rounded up, plus one second.
+func cpuSeconds(lim profiles.Limits) uint64 {
+	return uint64(math.Ceil(lim.Timeout.Seconds()*max(lim.CPUs, 1))) + 1
 }
