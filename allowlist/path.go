@@ -89,6 +89,11 @@ func cleanPath(unsafePath string, schemeIsPath bool) (string, error) {
 	if len(parts) == 0 {
 		return ".", nil
 	}
+	// Judge the canonical form too, so that CleanPath is idempotent:
+	// "./~" must not become an accepted "~".
+	if strings.HasPrefix(parts[0], "~") {
+		return refuse("home-directory paths (~) are not allowed")
+	}
 	return strings.Join(parts, "/"), nil
 }
 
