@@ -421,7 +421,9 @@ func demoRepoB(b testing.TB) string {
 // opts; closed at cleanup.
 func newSessionB(b testing.TB, repo string, opts ...func(*sandbox.Config)) *sandbox.Session {
 	b.Helper()
-	testutil.Executor(b) // builds the test image once
+	if os.Getenv("CORRAL_BENCH_CHILD_REPO") == "" {
+		testutil.Executor(b) // builds the test image once (the child measures corral alone)
+	}
 	cfg := sandbox.Config{Namespace: testutil.Namespace, StateDir: testutil.StateDir(b), Image: testutil.TestImageRef}
 	for _, o := range opts {
 		o(&cfg)

@@ -21,7 +21,9 @@ import (
 // so a leftover is a cleanup bug in corral.
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if code == 0 && os.Getenv("CORRAL_IT_CRASH_REPO") == "" {
+	// A child process sharing its parent's state directory (crash and
+	// throughput children) cannot tell the parent's live sessions apart.
+	if code == 0 && os.Getenv("CORRAL_IT_STATE_DIR") == "" {
 		if err := leftovers(); err != nil {
 			fmt.Fprintln(os.Stderr, "FAIL: left behind:", err)
 			code = 1
