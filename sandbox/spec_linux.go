@@ -2,8 +2,8 @@ package sandbox
 
 import (
 	"context"
-	"math"
 	"fmt"
+	"math"
 	"path"
 
 	"github.com/containerd/containerd/v2/core/containers"
