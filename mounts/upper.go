@@ -937,8 +937,13 @@ func checkRepoPath(p string) string {
 	return ""
 }
 
-// checkName validates one path component and returns "" or the reason it is
-// refused.
+// CheckName validates one path component of a change set and returns ""
+// or the reason it is refused: no control, format (bidi, invisible) or line
+// separator characters, no '"' or '\\', no .git, git~1 or .claims, no
+// ignore files or git control files (case-insensitive, trailing dots and
+// spaces ignored as NTFS does). review applies the same rule at apply.
+func CheckName(name string) string { return checkName(name) }
+
 func checkName(name string) string {
 	switch name {
 	case "", ".", "..":

@@ -84,45 +84,9 @@ func checkPath(p string, scope allowlist.Scope, view allowlist.View) string {
 	return ""
 }
 
-// checkName is the per-component name rule of mounts.Collect (kept in step
-// with mounts.checkName; the tests pin both): no control, format or line
-// separator characters, no '"' or '\', no .git, git~1 or .claims, no ignore
-// files or git control files (case-insensitive, trailing dots and spaces
-// ignored as NTFS does).
-func checkName(name string) string {
-	switch name {
-	case "", ".", "..":
-		return "path leaves the write area"
-	}
-	if !utf8.ValidString(name) {
-		return "name is not valid UTF-8"
-	}
-	for _, r := range name {
-		switch {
-		case r == '/':
-			return "path leaves the write area"
-		case r == '"' || r == '\\':
-			return fmt.Sprintf("name contains %q", r)
-		case unicode.Is(unicode.Cc, r):
-			return fmt.Sprintf("name contains control character %U", r)
-		case unicode.Is(unicode.Cf, r):
-			return fmt.Sprintf("name contains format character %U (bidi or invisible)", r)
-		case r == '\u2028' || r == '\u2029':
-			return fmt.Sprintf("name contains line separator %U", r)
-		}
-	}
-	switch strings.ToLower(strings.TrimRight(name, ". ")) {
-	case ".git", "git~1":
-		return "hidden path (.git)"
-	case ".claims":
-		return "hidden path (.claims)"
-	case ".openwikiignore", ".gitignore":
-		return "ignore files cannot be changed from the sandbox"
-	case ".gitattributes", ".gitmodules":
-		return "git control files cannot be changed from the sandbox"
-	}
-	return ""
-}
+// checkName is the per-component name rule of mounts.Collect, applied
+// again at review (see mounts.CheckName).
+func checkName(name string) string { return mounts.CheckName(name) }
 
 // checked is a change that passed validation, with its digests recomputed
 // from its bytes.
