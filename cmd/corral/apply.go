@@ -140,30 +140,15 @@ turn; --approve TOKEN writes the changes those tokens name, all or none.
 ` + applyExitCodes,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx := cmd.Context()
-			log, err := audit.Open(g.stateDir, g.audit)
+			exec, sess, cs, err := openSessionChanges(cmd, g, args[0])
 			if err != nil {
-				return &exitError{code: exitFailed, err: err}
-			}
-			defer log.Close()
-			exec, err := sandbox.New(ctx, g.config(cmd.ErrOrStderr()))
-			if err != nil {
-				return &exitError{code: exitFailed, err: err}
+				return err
 			}
 			defer exec.Close()
-			sess, err := exec.OpenSession(ctx, args[0])
-			if err != nil {
-				return &exitError{code: exitFailed, err: err}
-			}
 			defer sess.Close()
-			cs, err := sess.Changes()
-			if err != nil {
-				return &exitError{code: exitFailed, err: fmt.Errorf("collecting the change set: %w", err)}
-			}
-			if err := log.ChangeSet(args[0], cs); err != nil {
-				return &exitError{code: exitFailed, err: err}
-			}
-			return applyChangeSet(cmd, af, log, args[0], sess.Repo, cs, sess.Scope, sess.View())
+			// Changes logged the set; Apply logs approvals and the apply
+			// to the same log.
+			return applyChangeSet(cmd, af, exec.Audit(), args[0], sess.Repo, cs, sess.Scope, sess.View())
 		},
 	}
 	af.add(cmd)

@@ -235,21 +235,12 @@ and prints its violations; no patch is made of it.`,
 			if format != "patch" && format != "stat" && format != "json" {
 				return &exitError{code: exitFailed, err: fmt.Errorf("--format %q: %w: want patch, stat or json", format, errdefs.ErrInvalidArgument)}
 			}
-			ctx := cmd.Context()
-			exec, err := sandbox.New(ctx, g.config(cmd.ErrOrStderr()))
+			exec, sess, cs, err := openSessionChanges(cmd, g, args[0])
 			if err != nil {
-				return &exitError{code: exitFailed, err: err}
+				return err
 			}
 			defer exec.Close()
-			sess, err := exec.OpenSession(ctx, args[0])
-			if err != nil {
-				return &exitError{code: exitFailed, err: err}
-			}
 			defer sess.Close()
-			cs, err := sess.Changes()
-			if err != nil {
-				return &exitError{code: exitFailed, err: fmt.Errorf("collecting the change set: %w", err)}
-			}
 			out := cmd.OutOrStdout()
 			switch format {
 			case "json":
@@ -293,4 +284,27 @@ func changeSetJSON(cs *mounts.ChangeSet) *mounts.ChangeSet {
 		out.Violations = []mounts.Violation{}
 	}
 	return out
+}
+
+// openSessionChanges opens session id in a new executor and collects its
+// change set (`session diff`, `session apply`). The caller must close the
+// session, then the executor.
+func openSessionChanges(cmd *cobra.Command, g *globalFlags, id string) (*sandbox.Executor, *sandbox.Session, *mounts.ChangeSet, error) {
+	ctx := cmd.Context()
+	exec, err := sandbox.New(ctx, g.config(cmd.ErrOrStderr()))
+	if err != nil {
+		return nil, nil, nil, &exitError{code: exitFailed, err: err}
+	}
+	sess, err := exec.OpenSession(ctx, id)
+	if err != nil {
+		exec.Close()
+		return nil, nil, nil, &exitError{code: exitFailed, err: err}
+	}
+	cs, err := sess.Changes()
+	if err != nil {
+		sess.Close()
+		exec.Close()
+		return nil, nil, nil, &exitError{code: exitFailed, err: fmt.Errorf("collecting the change set: %w", err)}
+	}
+	return exec, sess, cs, nil
 }
