@@ -101,9 +101,21 @@ var (
 // once per test binary. It is closed in t.Cleanup.
 func Executor(t testing.TB) *sandbox.Executor {
 	t.Helper()
+	return ExecutorWith(t)
+}
+
+// ExecutorWith is Executor with the test configuration (namespace, state
+// directory, test image) adjusted by opts, applied in order: e.g. another
+// containerd runtime. It is closed in t.Cleanup.
+func ExecutorWith(t testing.TB, opts ...func(*sandbox.Config)) *sandbox.Executor {
+	t.Helper()
 	RequireContainerd(t)
 	ctx := context.Background()
-	e, err := sandbox.New(ctx, sandbox.Config{Namespace: Namespace, StateDir: StateDir(t), Image: TestImageRef})
+	cfg := sandbox.Config{Namespace: Namespace, StateDir: StateDir(t), Image: TestImageRef}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	e, err := sandbox.New(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
