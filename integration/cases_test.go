@@ -361,7 +361,7 @@ func checkTable(cases []hostileCase, table map[string]*expectation) error {
 		if in.Op != "" && (in.Op != "start run" || x.Start == nil) {
 			bad(c.ID, "op %q: only \"start run\", with start", in.Op)
 		}
-		if x.Start != nil && len(x.Start.Modes) != len(in.TreeVariants) {
+		if x.Start != nil && (len(in.TreeVariants) == 0 || len(x.Start.Modes) != len(in.TreeVariants)) {
 			bad(c.ID, "start: %d modes for %d tree variants", len(x.Start.Modes), len(in.TreeVariants))
 		}
 		if in.Mode != "" && !strings.HasPrefix(in.Mode, "assigned ") {
@@ -398,6 +398,11 @@ func checkTable(cases []hostileCase, table map[string]*expectation) error {
 		for _, o := range append(calls, opPolicies(x.Ops)...) {
 			if o.word == permits && !o.result.onlyArgv() {
 				bad(c.ID, "PERMITS runs nothing: only argv checks")
+			}
+		}
+		for i, o := range x.Ops {
+			if o.Policy.word == "" {
+				bad(c.ID, "op %d: no policy outcome", i)
 			}
 		}
 		for _, s := range x.InBox {
