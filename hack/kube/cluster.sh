@@ -8,6 +8,8 @@
 #                                   exists; prints phase times
 #   hack/kube/cluster.sh down       kill everything, remove cgroups and state
 #                                   (--keep-logs DIR copies the logs first)
+#   hack/kube/cluster.sh restart    a node reboot: kill every process and mount
+#                                   (the /run tmpfs too), keep the disk, start
 #   hack/kube/cluster.sh env        shell exports for a running cluster
 #   hack/kube/cluster.sh status     components, node, memory
 #   hack/kube/cluster.sh kubectl …  kubectl in the cluster's network namespace
@@ -393,6 +395,66 @@ node_main() {
 }
 
 # ---------------------------------------------------------------- commands
+# start_node starts the node's PID 1 (node_main) under unshare and records
+# its host PID.
+start_node() {
+	make_cgroups
+	# unshare stays in the host PID namespace as the parent of the node's
+	# PID 1; --kill-child ends the node if unshare is killed.
+	(
+		exec setsid unshare --mount --net --pid --fork --kill-child --mount-proc \
+			--propagation private \
+			env CORRAL_KUBE_STATE="$STATE" BIN="$BIN" "$here/cluster.sh" _node "$STATE" \
+			</dev/null >>"$LOG/node.log" 2>&1
+	) &
+	local upid=$! pid="" i
+	echo "$upid" >"$STATE/unshare.pid"
+	for i in $(seq 100); do
+		pid=$(awk '{print $1}' "/proc/$upid/task/$upid/children" 2>/dev/null)
+		[[ -n $pid ]] && break
+		sleep 0.05
+	done
+	[[ -n $pid ]] || die "the node did not start; see $LOG/node.log"
+	echo "$pid" >"$STATE/pid"
+	disown "$upid" 2>/dev/null || true
+}
+
+# wait_ready waits for the apiserver, the kubelet, a Ready node and the
+# default ServiceAccount, printing when each was reached (seconds since $1).
+wait_ready() {
+	local t=$1 i ok
+	ok=0
+	for i in $(seq 600); do
+		if kctl get --raw /readyz >/dev/null 2>&1; then ok=1; break; fi
+		nodepid >/dev/null || break
+		sleep 0.1
+	done
+	[[ $ok == 1 ]] || { tail -n 20 "$LOG"/*.log >&2; die "apiserver not ready"; }
+	echo "apiserver ready in $(since "$t")s" >&2
+
+	# The kubelet's own health first: after a restart the node object may
+	# still say Ready from before.
+	ok=0
+	for i in $(seq 600); do
+		if inns curl -fsS http://127.0.0.1:10248/healthz >/dev/null 2>&1 &&
+			[[ $(kctl get node "$NODE_NAME" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}' 2>/dev/null) == True ]]; then
+			ok=1
+			break
+		fi
+		sleep 0.2
+	done
+	[[ $ok == 1 ]] || { tail -n 30 "$LOG/kubelet.log" >&2; die "node not Ready"; }
+	echo "node Ready in $(since "$t")s" >&2
+
+	ok=0
+	for i in $(seq 600); do
+		if kctl get serviceaccount default -n default >/dev/null 2>&1; then ok=1; break; fi
+		sleep 0.2
+	done
+	[[ $ok == 1 ]] || die "no default ServiceAccount"
+	echo "default ServiceAccount in $(since "$t")s" >&2
+}
+
 cmd_up() {
 	case $STATE in /run | /run/* | /var/lib | /var/lib/* | /var/log | /var/log/*)
 		die "CORRAL_KUBE_STATE=$STATE lies under a directory the node replaces" ;;
@@ -417,56 +479,27 @@ cmd_up() {
 	gen_pki
 	gen_config
 	images
-	make_cgroups
 	echo "certificates, configs, images in $(since "$t")s" >&2
-
 	t=$(now)
-	# unshare stays in the host PID namespace as the parent of the node's
-	# PID 1; --kill-child ends the node if unshare is killed.
-	(
-		exec setsid unshare --mount --net --pid --fork --kill-child --mount-proc \
-			--propagation private \
-			env CORRAL_KUBE_STATE="$STATE" BIN="$BIN" "$here/cluster.sh" _node "$STATE" \
-			</dev/null >>"$LOG/node.log" 2>&1
-	) &
-	local upid=$! pid="" i
-	echo "$upid" >"$STATE/unshare.pid"
-	for i in $(seq 100); do
-		pid=$(awk '{print $1}' "/proc/$upid/task/$upid/children" 2>/dev/null)
-		[[ -n $pid ]] && break
+	start_node
+	wait_ready "$t"
+	echo "up in $(since "$t0")s total" >&2
+}
+
+# kill_node kills the node's PID 1, and with it every process of its PID
+# namespace; the kernel drops the node's mounts with its mount namespace.
+kill_node() {
+	local pid upid i
+	pid=$(nodepid) || return 0
+	upid=$(cat "$STATE/unshare.pid" 2>/dev/null || true)
+	kill -KILL "$pid"
+	# unshare exits once it has reaped the node's PID 1.
+	for i in $(seq 200); do
+		[[ -e /proc/$pid || ( -n $upid && -e /proc/$upid && $(awk '{print $3}' "/proc/$upid/stat" 2>/dev/null) != Z ) ]] || break
 		sleep 0.05
 	done
-	[[ -n $pid ]] || die "the node did not start; see $LOG/node.log"
-	echo "$pid" >"$STATE/pid"
-	disown "$upid" 2>/dev/null || true
-
-	local ok=0
-	for i in $(seq 600); do
-		if kctl get --raw /readyz >/dev/null 2>&1; then ok=1; break; fi
-		nodepid >/dev/null || break
-		sleep 0.1
-	done
-	[[ $ok == 1 ]] || { tail -n 20 "$LOG"/*.log >&2; die "apiserver not ready"; }
-	echo "apiserver ready in $(since "$t")s" >&2
-
-	ok=0
-	for i in $(seq 600); do
-		if [[ $(kctl get node "$NODE_NAME" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}' 2>/dev/null) == True ]]; then
-			ok=1
-			break
-		fi
-		sleep 0.2
-	done
-	[[ $ok == 1 ]] || { tail -n 30 "$LOG/kubelet.log" >&2; die "node not Ready"; }
-	echo "node Ready in $(since "$t")s" >&2
-
-	ok=0
-	for i in $(seq 600); do
-		if kctl get serviceaccount default -n default >/dev/null 2>&1; then ok=1; break; fi
-		sleep 0.2
-	done
-	[[ $ok == 1 ]] || die "no default ServiceAccount"
-	echo "default ServiceAccount in $(since "$t")s; up in $(since "$t0")s total" >&2
+	[[ -e /proc/$pid ]] && die "node PID 1 ($pid) still alive"
+	rm -f "$STATE/pid" "$STATE/unshare.pid"
 }
 
 # cleanup removes what a stopped cluster left: its cgroups and state.
@@ -476,22 +509,11 @@ cleanup() {
 }
 
 cmd_down() {
-	local keep="" pid upid i
+	local keep="" t
 	if [[ ${1:-} == --keep-logs ]]; then keep=${2:?--keep-logs DIR}; fi
 	[[ -e $STATE ]] || return 0
-	local t
 	t=$(now)
-	if pid=$(nodepid); then
-		upid=$(cat "$STATE/unshare.pid" 2>/dev/null || true)
-		kill -KILL "$pid"
-		# The kernel kills every process of the PID namespace with its PID 1;
-		# unshare exits once it has reaped that PID 1.
-		for i in $(seq 200); do
-			[[ -e /proc/$pid || ( -n $upid && -e /proc/$upid ) ]] || break
-			sleep 0.05
-		done
-		[[ -e /proc/$pid ]] && die "node PID 1 ($pid) still alive"
-	fi
+	kill_node
 	if [[ -n $keep ]]; then
 		mkdir -p "$keep"
 		cp -r "$LOG/." "$keep/" 2>/dev/null || true
@@ -499,6 +521,22 @@ cmd_down() {
 	fi
 	cleanup
 	echo "down in $(since "$t")s" >&2
+}
+
+# cmd_restart is a node reboot: every process, mount and the /run tmpfs are
+# lost; the disk (etcd, /var/lib, /var/log) is kept, as are certificates and
+# configuration.
+cmd_restart() {
+	local t
+	nodepid >/dev/null || die "not running (state $STATE)"
+	t=$(now)
+	kill_node
+	remove_cgroups || true
+	echo "node killed in $(since "$t")s" >&2
+	BIN=$(cat "$STATE/bin-dir")
+	t=$(now)
+	start_node
+	wait_ready "$t"
 }
 
 cmd_env() {
@@ -550,6 +588,7 @@ cmd_exec() {
 
 case ${1:-} in
 up) cmd_up ;;
+restart) cmd_restart ;;
 down) shift; cmd_down "$@" ;;
 env) cmd_env ;;
 status) cmd_status ;;
@@ -557,5 +596,5 @@ mem) mem ;;
 kubectl) shift; kctl "$@" ;;
 exec) shift; cmd_exec "$@" ;;
 _node) node_main ;;
-*) echo "usage: $0 up|down [--keep-logs DIR]|env|status|mem|kubectl ARGS|exec CMD" >&2; exit 2 ;;
+*) echo "usage: $0 up|down [--keep-logs DIR]|restart|env|status|mem|kubectl ARGS|exec CMD" >&2; exit 2 ;;
 esac

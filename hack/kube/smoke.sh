@@ -62,9 +62,15 @@ expect "client reaches the DaemonSet's socket as uid 1000, identified by Pod UID
 	"^echo hello uid=1000 pid=[1-9][0-9]* pod=$uid\$" "$out"
 out=$(k exec -n corral-smoke client -- /kube-echo -wait 1s call /run/corral-smoke/no-such.sock x 2>&1 || true)
 expect "a missing socket fails" "no such file" "$out"
-out=$(k logs -n corral-smoke ds/echo 2>&1) || fail "logs: $out"
+out=$(k logs -n corral-smoke ds/echo -c server 2>&1) || fail "logs: $out"
 expect "kubectl logs shows the server's log" "uid=1000 pid=[0-9]+ pod=$uid: \"hello\"" "$out"
-done_phase "exec + unix socket call + logs"
+for _ in $(seq 50); do
+	out=$("$cluster" exec cat /var/lib/corral-smoke/m/mounted 2>&1) && break
+	sleep 0.2
+done
+expect "a Bidirectional mount made in a Pod is seen by the node" "by kube-echo" "$out"
+[[ ! -e /var/lib/corral-smoke ]] || fail "the node's /var/lib leaked to the host"
+done_phase "exec + unix socket call + logs + propagation"
 
 phase "Pod Security through dry-run"
 k apply -f "$here/smoke/baseline.yaml" >/dev/null || fail "namespace"

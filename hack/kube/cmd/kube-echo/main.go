@@ -5,6 +5,9 @@
 //	kube-echo serve SOCKET     listen on SOCKET (mode 0666), answer each line
 //	kube-echo call SOCKET MSG  send MSG, print the answer; waits up to -wait
 //	                           for SOCKET to accept
+//	kube-echo tmpfs DIR        mount a tmpfs on DIR, write DIR/mounted, wait
+//	                           for SIGTERM, unmount (checks mount propagation
+//	                           from a Pod to the node)
 //
 // The server answers "echo MSG uid=U pid=P pod=UID" with the peer's
 // credentials from SO_PEERCRED (pid is 0 when the client's PID namespace is
@@ -21,6 +24,8 @@ import (
 	"log"
 	"net"
 	"os"
+	"os/signal"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"time"
@@ -31,7 +36,7 @@ import (
 func main() {
 	wait := flag.Duration("wait", 30*time.Second, "call: how long to retry connecting")
 	flag.Usage = func() {
-		fmt.Fprintln(os.Stderr, "usage: kube-echo serve SOCKET | kube-echo [-wait D] call SOCKET MSG")
+		fmt.Fprintln(os.Stderr, "usage: kube-echo serve SOCKET | kube-echo [-wait D] call SOCKET MSG | kube-echo tmpfs DIR")
 	}
 	flag.Parse()
 	args := flag.Args()
@@ -41,6 +46,8 @@ func main() {
 		err = serve(args[1])
 	case len(args) == 3 && args[0] == "call":
 		err = call(args[1], args[2], *wait)
+	case len(args) == 2 && args[0] == "tmpfs":
+		err = tmpfs(args[1])
 	default:
 		flag.Usage()
 		os.Exit(2)
@@ -132,4 +139,21 @@ func call(path, msg string, wait time.Duration) error {
 		fmt.Print(answer)
 		return nil
 	}
+}
+
+func tmpfs(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	if err := unix.Mount("kube-echo", dir, "tmpfs", 0, "size=1m"); err != nil {
+		return fmt.Errorf("mounting tmpfs on %s: %w", dir, err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "mounted"), []byte("by kube-echo\n"), 0o644); err != nil {
+		return err
+	}
+	log.Printf("tmpfs mounted on %s", dir)
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, unix.SIGTERM, unix.SIGINT)
+	<-sigs
+	return unix.Unmount(dir, unix.MNT_DETACH)
 }
