@@ -361,6 +361,18 @@ node_main() {
 		--enable-admission-plugins NodeRestriction \
 		--admission-control-config-file "$ETC/admission.yaml" \
 		--allow-privileged=true --profiling=false --v=1
+	start kubelet "$BIN/kubelet" --config "$ETC/kubelet.yaml" \
+		--kubeconfig "$ETC/kubelet.kubeconfig" \
+		--hostname-override "$NODE_NAME" --node-ip "$NODE_IP" --v=1
+
+	# The controller-manager and the scheduler exit when their RBAC roles
+	# are not there yet: start them once the apiserver is ready (its readyz
+	# includes the bootstrap roles).
+	for i in $(seq 1200); do
+		curl -fsS --cacert "$PKI/ca.crt" "https://$NODE_IP:6443/readyz" >/dev/null 2>&1 && break
+		sleep 0.1
+	done
+	log "apiserver ready"
 	start kube-controller-manager "$BIN/kube-controller-manager" \
 		--kubeconfig "$ETC/controller-manager.kubeconfig" \
 		--authentication-kubeconfig "$ETC/controller-manager.kubeconfig" \
@@ -374,9 +386,6 @@ node_main() {
 		--authentication-kubeconfig "$ETC/scheduler.kubeconfig" \
 		--authorization-kubeconfig "$ETC/scheduler.kubeconfig" \
 		--bind-address 127.0.0.1 --leader-elect=false --profiling=false --v=1
-	start kubelet "$BIN/kubelet" --config "$ETC/kubelet.yaml" \
-		--kubeconfig "$ETC/kubelet.kubeconfig" \
-		--hostname-override "$NODE_NAME" --node-ip "$NODE_IP" --v=1
 
 	# PID 1 reaps everything orphaned to it (containerd's shims among them)
 	# and reports components that exit; nothing is restarted.
@@ -423,10 +432,15 @@ start_node() {
 # default ServiceAccount, printing when each was reached (seconds since $1).
 wait_ready() {
 	local t=$1 i ok
+	# alive fails once a component has exited: nothing restarts them.
+	alive() {
+		nodepid >/dev/null || return 1
+		! grep -q "exited with" "$LOG/node.log"
+	}
 	ok=0
 	for i in $(seq 600); do
 		if kctl get --raw /readyz >/dev/null 2>&1; then ok=1; break; fi
-		nodepid >/dev/null || break
+		alive || break
 		sleep 0.1
 	done
 	[[ $ok == 1 ]] || { tail -n 20 "$LOG"/*.log >&2; die "apiserver not ready"; }
@@ -441,6 +455,7 @@ wait_ready() {
 			ok=1
 			break
 		fi
+		alive || break
 		sleep 0.2
 	done
 	[[ $ok == 1 ]] || { tail -n 30 "$LOG/kubelet.log" >&2; die "node not Ready"; }
@@ -449,9 +464,10 @@ wait_ready() {
 	ok=0
 	for i in $(seq 600); do
 		if kctl get serviceaccount default -n default >/dev/null 2>&1; then ok=1; break; fi
+		alive || break
 		sleep 0.2
 	done
-	[[ $ok == 1 ]] || die "no default ServiceAccount"
+	[[ $ok == 1 ]] || { cat "$LOG/node.log" >&2; die "no default ServiceAccount"; }
 	echo "default ServiceAccount in $(since "$t")s" >&2
 }
 
@@ -534,6 +550,7 @@ cmd_restart() {
 	remove_cgroups || true
 	echo "node killed in $(since "$t")s" >&2
 	BIN=$(cat "$STATE/bin-dir")
+	mv "$LOG/node.log" "$LOG/node.log.$(date +%s)"
 	t=$(now)
 	start_node
 	wait_ready "$t"

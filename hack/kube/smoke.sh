@@ -33,6 +33,19 @@ expect() { # DESCRIPTION PATTERN TEXT
 	echo "ok: $1" >&2
 }
 
+# What the host looks like before: the cluster must change none of it.
+host_state() {
+	ip -o link | sed 's/^[0-9]*: //' | cut -d' ' -f1 | sort
+	ip route; ip -6 route
+	local s
+	for s in vm/overcommit_memory vm/panic_on_oom kernel/panic kernel/panic_on_oops \
+		kernel/keys/root_maxkeys kernel/keys/root_maxbytes; do
+		echo "$s=$(cat /proc/sys/$s)"
+	done
+	ls /run/netns 2>/dev/null || true
+}
+host_before=$(host_state)
+
 phase "build (cached after the first run)"
 bin=$("$here/build.sh" | tail -n1)
 done_phase "build.sh"
@@ -98,6 +111,9 @@ left=$(find /sys/fs/cgroup -mindepth 2 -maxdepth 2 -name "${cgroot#/}" 2>/dev/nu
 [[ -z $left ]] || fail "cgroups left: $left"
 ! grep -q "$state" /proc/self/mountinfo || fail "mounts left"
 echo "ok: nothing left (state, processes, cgroups, mounts)" >&2
+host_after=$(host_state)
+[[ $host_after == "$host_before" ]] || fail "the host changed: $(diff <(echo "$host_before") <(echo "$host_after"))"
+echo "ok: host links, routes, sysctls and /run/netns unchanged" >&2
 
 echo
 echo "smoke test passed"
