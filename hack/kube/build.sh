@@ -61,18 +61,20 @@ log=$out/build.log
 say() { echo "$*" | tee -a "$log" >&2; }
 say "building into $out ($(go env GOVERSION), $(nproc) cores)"
 
-# build NAME DIR PKG [LDFLAGS]: one binary, timed; peak RSS is the largest
-# single process (the compiler or, for the big ones, the linker).
+# build NAME DIR PKG [LDFLAGS]: one binary, timed (wall and CPU seconds: wall
+# depends on what else the machine runs); peak RSS is the largest single
+# process (the compiler or, for the big ones, the linker).
 build() {
 	local name=$1 dir=$2 pkg=$3 ldflags=${4:-"-s -w"}
 	local tf
 	tf=$(mktemp)
-	(cd "$dir" && nice -n 10 /usr/bin/time -o "$tf" -f '%e %M' \
+	(cd "$dir" && nice -n 10 /usr/bin/time -o "$tf" -f '%e %U %S %M' \
 		go build -trimpath -ldflags "$ldflags" -o "$out/bin/.$name.tmp" "$pkg")
 	mv "$out/bin/.$name.tmp" "$out/bin/$name"
-	read -r secs kb <"$tf"
+	read -r secs user sys kb <"$tf"
 	rm -f "$tf"
-	say "$(printf '%-24s %7.1fs  peak RSS %5d MB' "$name" "$secs" $((kb / 1024)))"
+	say "$(printf '%-24s %7.1fs wall %7.1fs CPU  peak RSS %5d MB' "$name" "$secs" \
+		"$(awk -v u="$user" -v s="$sys" 'BEGIN { print u + s }')" $((kb / 1024)))"
 }
 
 t0=$(date +%s)
