@@ -45,10 +45,9 @@ address() {
 
 start() {
 	if ! command -v dockerd >/dev/null; then
-		echo "docker-containerd: installing docker.io" >&2
-		export DEBIAN_FRONTEND=noninteractive
-		apt-get update -qq >&2
-		apt-get install -y -qq --no-install-recommends docker.io >&2
+		# shellcheck source=hack/apt.sh
+		. "$(dirname "$0")/apt.sh"
+		apt_install docker.io
 	fi
 	mkdir -p "$DATA" "$RUN"
 	if ! docker_answers; then
