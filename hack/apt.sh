@@ -17,8 +17,8 @@ APT_STAMP=/run/corral-setup/apt-updated
 
 apt_update() {
 	echo "apt: apt-get update" >&2
-	DEBIAN_FRONTEND=noninteractive apt-get update -qq >&2
 	mkdir -p "$(dirname "$APT_STAMP")"
+	DEBIAN_FRONTEND=noninteractive apt-get update -qq >&2
 	: >"$APT_STAMP"
 }
 
@@ -43,7 +43,7 @@ apt_install() {
 		chmod 0755 /usr/sbin/policy-rc.d
 		made=1
 	fi
-	echo "apt: installing $*" >&2
+	echo "apt: installing $* (log: $APT_LOG)" >&2
 	_apt_get_install "$@" || rc=$?
 	if [ "$rc" != 0 ] && [ "$updated" = 0 ]; then
 		apt_update
@@ -58,6 +58,13 @@ apt_install() {
 	fi
 }
 
+# _apt_get_install PKG...: apt-get install with its chatter (dpkg's
+# unpacking lines) in $APT_LOG, shown only when it fails.
+APT_LOG=/run/corral-setup/apt.log
 _apt_get_install() {
-	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" >&2
+	mkdir -p "$(dirname "$APT_LOG")"
+	if ! DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" >"$APT_LOG" 2>&1; then
+		tail -30 "$APT_LOG" >&2
+		return 1
+	fi
 }
