@@ -78,6 +78,14 @@ stop() {
 	fi
 	# dockerd stops the containerd it manages; wait for its socket to go.
 	for _ in $(seq 1 100); do answers "$RUN/containerd/containerd.sock" || break; sleep 0.1; done
+	# libnetwork binds network namespaces under $RUN/netns (the host's own as
+	# "default", once a container used --network host) and leaves them when
+	# dockerd exits; with dockerd gone nothing uses them.
+	if ! docker_answers; then
+		awk '{print $5}' /proc/self/mountinfo | grep "^$RUN/netns/" | while read -r m; do
+			umount "$m" || umount -l "$m"
+		done
+	fi
 }
 
 case "${1:-}" in
