@@ -82,7 +82,7 @@ stop() {
 	# "default", once a container used --network host) and leaves them when
 	# dockerd exits; with dockerd gone nothing uses them.
 	if ! docker_answers; then
-		awk '{print $5}' /proc/self/mountinfo | grep "^$RUN/netns/" | while read -r m; do
+		{ awk '{print $5}' /proc/self/mountinfo | grep "^$RUN/netns/" || true; } | while read -r m; do
 			umount "$m" || umount -l "$m"
 		done
 	fi
