@@ -103,6 +103,6 @@ hack/docker-containerd.sh stop
 phase "dockerd stopped"
 left=$(awk '{print $5}' /proc/self/mountinfo | grep -E "^($RUN|$DATA|$tmp)" || true)
 [ -z "$left" ] || fail "mounts left: $left"
-left=$(pgrep -a -f "containerd-shim.* -namespace $NS " || true)
+left=$(pgrep -a -f "containerd-shim.* -namespace $NS .*-address $addr" || true)
 [ -z "$left" ] || fail "shims of $NS still run: $left"
-phase "no mount under $RUN, $DATA or the tests' state directories; no shim of $NS"
+phase "no mount under $RUN, $DATA or the tests' state directories; no shim of $NS on Docker's containerd"
