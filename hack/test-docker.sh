@@ -17,7 +17,7 @@
 #    no container, task, lease or active snapshot in corral-test, nothing
 #    corral-labelled in moby; stops dockerd; checks no mount is left under
 #    the tests' state directories or Docker's directories and no shim of
-#    corral-test still runs.
+#    corral-test still runs on Docker's containerd.
 # Prints one timing line per step on stderr.
 set -euo pipefail
 cd "$(dirname "$0")/.."
