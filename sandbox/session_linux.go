@@ -90,6 +90,9 @@ type Session struct {
 	// fileMu serializes the session's file-tool writes in this process
 	// (store.lock does across processes).
 	fileMu sync.Mutex
+	// charged are the violations a call was charged with (CallChanges)
+	// in a one-call session; a persistent one keeps them in its store.
+	charged []mounts.Violation
 
 	// warm is set when the image has corral-init: containers are then
 	// created before the call arrives and the argv handed over at start.

@@ -31,12 +31,16 @@ import (
 //	              from its file: an edited profile cannot widen the session)
 //	hidden.json   the hidden set computed from the base repository at
 //	              creation (an ignore file written later changes nothing)
-//	lock          flock'ed while mounts are attached and while a file tool
-//	              writes, so corral processes sharing the session agree
+//	lock          flock'ed while mounts are attached, while a file tool
+//	              writes and while violations.json changes, so corral
+//	              processes sharing the session agree
+//	violations.json  the change set's violations a call was charged with
+//	              (CallChanges); written by corral after each call
 //	layout/       the host mounts (mounts.Prepare), which stay mounted
 //	              between invocations and corral processes
 //
-// Files are written once, at creation; nothing an agent does reaches them.
+// Files but violations.json are written once, at creation; nothing an
+// agent does reaches them.
 const (
 	recordFile  = "session.json"
 	profileFile = "profile.yaml"
