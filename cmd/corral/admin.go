@@ -28,11 +28,11 @@ Needs no containerd. Exit 0 when permitted, 126 when refused.`,
 			}
 			pol, err := sandbox.NewPolicy(sandbox.SessionConfig{Repo: sf.repo, Profile: prof, Page: sf.page, ReadOnly: sf.readOnly})
 			if err != nil {
-				return refusalOr(sf.json, cmd.OutOrStdout(), err)
+				return refusalOr(err)
 			}
 			d, err := pol.Check(argv)
 			if err != nil {
-				return refusalOr(sf.json, cmd.OutOrStdout(), err)
+				return refusalOr(err)
 			}
 			if sf.json {
 				return json.NewEncoder(cmd.OutOrStdout()).Encode(map[string]any{"allowed": true, "argv": d.Argv})
@@ -117,13 +117,22 @@ longer running (all of them with --force).`,
 			defer exec.Close()
 			rep, err := exec.GC(ctx, force)
 			if asJSON {
-				_ = json.NewEncoder(cmd.OutOrStdout()).Encode(rep)
+				out := gcOutput{GCReport: rep}
+				if rep == nil {
+					out.GCReport = &sandbox.GCReport{}
+				}
+				if err != nil {
+					out.Error, out.ExitCode = jsonErrorOf(exitFailed, err), exitFailed
+				}
+				if werr := json.NewEncoder(cmd.OutOrStdout()).Encode(out); werr != nil {
+					return werr
+				}
 			} else if rep != nil {
 				fmt.Fprintf(cmd.OutOrStdout(), "removed %d containers, %d leases, %d mounts, %d session directories\n",
 					len(rep.Containers), len(rep.Leases), len(rep.Mounts), len(rep.Sessions))
 			}
 			if err != nil {
-				return &exitError{code: exitFailed, err: err}
+				return &exitError{code: exitFailed, err: err, printed: asJSON}
 			}
 			return nil
 		},
@@ -133,19 +142,55 @@ longer running (all of them with --force).`,
 	return cmd
 }
 
+// gcOutput is `gc --json`'s result: what was removed, and the error
+// when something could not be.
+type gcOutput struct {
+	*sandbox.GCReport
+	Error    *jsonError `json:"error,omitempty"`
+	ExitCode int        `json:"exit_code"`
+}
+
+// profileOutput is one profile as `profiles --json` shows it.
+type profileOutput struct {
+	Name             string            `json:"name"`
+	Description      string            `json:"description"`
+	Commands         []string          `json:"commands"`
+	HidesAgentConfig bool              `json:"hides_agent_config"`
+	Seccomp          string            `json:"seccomp"`
+	Resources        map[string]string `json:"resources"`
+}
+
+func profileJSON(p *profiles.Profile) profileOutput {
+	r := p.Resources
+	return profileOutput{Name: p.Name, Description: p.Description, Commands: p.Commands, HidesAgentConfig: !p.ExposeAgentConfig,
+		Seccomp: p.Seccomp, Resources: map[string]string{
+			"memory": r.Memory, "pids": fmt.Sprint(r.Pids), "cpus": fmt.Sprint(r.CPUs), "timeout": r.Timeout,
+			"output": r.Output, "write_area": r.WriteArea, "write_inodes": fmt.Sprint(r.WriteInodes), "tmp": r.Tmp,
+		}}
+}
+
 func newProfilesCommand() *cobra.Command {
-	return &cobra.Command{
-		Use:   "profiles [NAME]",
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "profiles [--json] [NAME]",
 		Short: "List the built-in profiles, or show one",
 		Args:  cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			out := cmd.OutOrStdout()
 			if len(args) == 0 {
+				list := []profileOutput{}
 				for _, n := range profiles.Builtins() {
 					p, err := profiles.Load(n)
 					if err != nil {
-						return err
+						return &exitError{code: exitFailed, err: err}
 					}
-					fmt.Fprintf(cmd.OutOrStdout(), "%s\t%s\n", n, p.Description)
+					list = append(list, profileJSON(p))
+				}
+				if asJSON {
+					return writeJSON(out, list)
+				}
+				for _, p := range list {
+					fmt.Fprintf(out, "%s\t%s\n", p.Name, p.Description)
 				}
 				return nil
 			}
@@ -153,9 +198,14 @@ func newProfilesCommand() *cobra.Command {
 			if err != nil {
 				return &exitError{code: exitFailed, err: err}
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "name: %s\ndescription: %s\ncommands: %s\nhides agent config: %v\n",
+			if asJSON {
+				return writeJSON(out, profileJSON(p))
+			}
+			fmt.Fprintf(out, "name: %s\ndescription: %s\ncommands: %s\nhides agent config: %v\n",
 				p.Name, p.Description, strings.Join(p.Commands, " "), !p.ExposeAgentConfig)
 			return nil
 		},
 	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON: an array of profiles, or the one named")
+	return cmd
 }

@@ -184,7 +184,7 @@ func applyChangeSet(cmd *cobra.Command, af *applyFlags, log *audit.Logger, sessi
 	for _, s := range af.dryRunOnly {
 		l, err := review.ParseLevel(s)
 		if err != nil {
-			return &exitError{code: exitFailed, err: fmt.Errorf("--dry-run-only: %w", err)}
+			return usageError(fmt.Errorf("--dry-run-only: %w", err))
 		}
 		opts.DryRunOnly = append(opts.DryRunOnly, l)
 	}
@@ -230,13 +230,10 @@ func applyChangeSet(cmd *cobra.Command, af *applyFlags, log *audit.Logger, sessi
 		approvals = a
 	default:
 		if af.json {
-			if err := writeJSON(out, rep); err != nil {
-				return err
-			}
-		} else {
-			printReport(out, rep, changes, !af.noDiff)
-			printHowToApprove(out, rep)
+			return writeReport(out, rep, perr)
 		}
+		printReport(out, rep, changes, !af.noDiff)
+		printHowToApprove(out, rep)
 		if perr != nil {
 			return applyExit(perr)
 		}
@@ -247,7 +244,7 @@ func applyChangeSet(cmd *cobra.Command, af *applyFlags, log *audit.Logger, sessi
 	res, err := review.Apply(repo, cs, scope, approvals, opts)
 	if err != nil {
 		if res != nil && af.json {
-			_ = writeJSON(out, res)
+			return writeReport(out, res, err)
 		}
 		return applyExit(err)
 	}

@@ -35,7 +35,7 @@ error, -32600 invalid request) and the server goes on serving.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if !mcpMode {
-				return &exitError{code: exitFailed, err: errors.New("only --mcp (MCP over stdio) is implemented")}
+				return usageError(errors.New("only --mcp (MCP over stdio) is implemented"))
 			}
 			ctx := cmd.Context()
 			stderr := cmd.ErrOrStderr()
@@ -55,7 +55,7 @@ error, -32600 invalid request) and the server goes on serving.`,
 			var sess *sandbox.Session
 			if sessionID != "" {
 				if cf.repo != "" || cf.scope != "" || cf.page != "" || cf.agentID != "" || cf.readOnly || cmd.Flags().Changed("profile") {
-					return &exitError{code: exitFailed, err: errors.New("--session excludes --repo, --profile, --scope, --page, --agent-id and --read-only: the session's capability was fixed when it was created")}
+					return usageError(errors.New("--session excludes --repo, --profile, --scope, --page, --agent-id and --read-only: the session's capability was fixed when it was created"))
 				}
 				if sess, err = exec.OpenSession(ctx, sessionID); err != nil {
 					return &exitError{code: exitFailed, err: err}
@@ -66,7 +66,7 @@ error, -32600 invalid request) and the server goes on serving.`,
 					return err
 				}
 				if sess, err = exec.CreateSession(ctx, cfg, source); err != nil {
-					return refusalOr(false, nil, err)
+					return refusalOr(err)
 				}
 			}
 			defer sess.Close()

@@ -1,9 +1,9 @@
 package main
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"path/filepath"
 	"strings"
 	"text/tabwriter"
@@ -41,10 +41,10 @@ func (c *capFlags) add(f *pflag.FlagSet) {
 // the profile was named (a built-in name, or the file's absolute path).
 func (c *capFlags) config() (sandbox.SessionConfig, string, error) {
 	if c.repo == "" {
-		return sandbox.SessionConfig{}, "", &exitError{code: exitFailed, err: errors.New("--repo is required")}
+		return sandbox.SessionConfig{}, "", usageError(errors.New("--repo is required"))
 	}
 	if c.page != "" && c.readOnly {
-		return sandbox.SessionConfig{}, "", &exitError{code: exitFailed, err: errors.New("--page and --read-only exclude each other")}
+		return sandbox.SessionConfig{}, "", usageError(errors.New("--page and --read-only exclude each other"))
 	}
 	prof, err := loadProfile(c.profile)
 	if err != nil {
@@ -99,13 +99,11 @@ sends, nor a later edit of the profile file or of an ignore file, widens it.`,
 			defer exec.Close()
 			sess, err := exec.CreateSession(ctx, cfg, source)
 			if err != nil {
-				return refusalOr(asJSON, cmd.OutOrStdout(), err)
+				return refusalOr(err)
 			}
 			defer sess.Close()
 			if asJSON {
-				enc := json.NewEncoder(cmd.OutOrStdout())
-				enc.SetIndent("", "  ")
-				return enc.Encode(sess.Record())
+				return writeJSON(cmd.OutOrStdout(), sess.Record())
 			}
 			fmt.Fprintln(cmd.OutOrStdout(), sess.ID)
 			return nil
@@ -117,8 +115,7 @@ sends, nor a later edit of the profile file or of an ignore file, widens it.`,
 }
 
 func newSessionExecCommand(g *globalFlags) *cobra.Command {
-	var asJSON bool
-	var diffOut string
+	var o reportOptions
 	cmd := &cobra.Command{
 		Use:   "exec [--json] [--diff-out FILE] ID -- CMD ARG...",
 		Short: "Run one allowlisted command in a fresh container of the session",
@@ -129,10 +126,14 @@ are those of 'corral run'; the change set reported is the session's whole
 change set so far.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if cmd.ArgsLenAtDash() != 1 || len(args) < 2 {
-				return &exitError{code: exitFailed, err: errors.New("usage: corral session exec [flags] ID -- CMD ARG...")}
+				return usageError(errors.New("usage: corral session exec [flags] ID -- CMD ARG..."))
 			}
 			ctx := cmd.Context()
-			exec, err := sandbox.New(ctx, g.config(cmd.ErrOrStderr()))
+			log := cmd.ErrOrStderr()
+			if o.quiet {
+				log = io.Discard
+			}
+			exec, err := sandbox.New(ctx, g.config(log))
 			if err != nil {
 				return &exitError{code: exitFailed, err: err}
 			}
@@ -142,11 +143,12 @@ change set so far.`,
 				return &exitError{code: exitFailed, err: err}
 			}
 			defer sess.Close()
-			return execAndReport(cmd, sess, sess.Profile, args[1:], asJSON, diffOut)
+			return execAndReport(cmd, sess, sess.Profile, args[1:], o)
 		},
 	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print a JSON result object")
-	cmd.Flags().StringVar(&diffOut, "diff-out", "", "write the session's change set as a unified patch to FILE")
+	cmd.Flags().BoolVar(&o.json, "json", false, "print a JSON result object")
+	cmd.Flags().StringVar(&o.diffOut, "diff-out", "", "write the session's change set as a unified patch to FILE")
+	cmd.Flags().BoolVarP(&o.quiet, "quiet", "q", false, quietUsage)
 	return cmd
 }
 
@@ -167,9 +169,7 @@ func newSessionLsCommand(g *globalFlags) *cobra.Command {
 				return &exitError{code: exitFailed, err: err}
 			}
 			if asJSON {
-				enc := json.NewEncoder(cmd.OutOrStdout())
-				enc.SetIndent("", "  ")
-				return enc.Encode(list)
+				return writeJSON(cmd.OutOrStdout(), list)
 			}
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "ID\tCREATED\tPROFILE\tSCOPE\tMOUNTED\tREPO")
@@ -191,8 +191,17 @@ func newSessionLsCommand(g *globalFlags) *cobra.Command {
 	return cmd
 }
 
+// rmOutput is `session rm --json`'s result: the sessions removed, and
+// the error when one could not be.
+type rmOutput struct {
+	Removed  []string   `json:"removed"`
+	Error    *jsonError `json:"error,omitempty"`
+	ExitCode int        `json:"exit_code"`
+}
+
 func newSessionRmCommand(g *globalFlags) *cobra.Command {
-	return &cobra.Command{
+	var asJSON bool
+	cmd := &cobra.Command{
 		Use:   "rm ID...",
 		Short: "Remove persistent sessions: their containers, host mounts and state",
 		Long: `Kills the session's running invocations, unmounts its host mounts and
@@ -206,19 +215,34 @@ gone: collect it first with 'corral session diff'.`,
 			}
 			defer exec.Close()
 			var errs []error
+			out := rmOutput{Removed: []string{}}
 			for _, id := range args {
 				if err := exec.RemoveSession(cmd.Context(), id); err != nil {
 					errs = append(errs, err)
 					continue
 				}
-				fmt.Fprintf(cmd.OutOrStdout(), "removed %s\n", id)
+				out.Removed = append(out.Removed, id)
+				if !asJSON {
+					fmt.Fprintf(cmd.OutOrStdout(), "removed %s\n", id)
+				}
 			}
-			if err := errors.Join(errs...); err != nil {
-				return &exitError{code: exitFailed, err: err}
+			err = errors.Join(errs...)
+			if asJSON {
+				if err != nil {
+					out.Error, out.ExitCode = jsonErrorOf(exitFailed, err), exitFailed
+				}
+				if werr := writeJSON(cmd.OutOrStdout(), out); werr != nil {
+					return werr
+				}
+			}
+			if err != nil {
+				return &exitError{code: exitFailed, err: err, printed: asJSON}
 			}
 			return nil
 		},
 	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print a JSON object: the sessions removed")
+	return cmd
 }
 
 func newSessionDiffCommand(g *globalFlags) *cobra.Command {
@@ -233,7 +257,7 @@ and prints its violations; no patch is made of it.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if format != "patch" && format != "stat" && format != "json" {
-				return &exitError{code: exitFailed, err: fmt.Errorf("--format %q: %w: want patch, stat or json", format, errdefs.ErrInvalidArgument)}
+				return usageError(fmt.Errorf("--format %q: %w: want patch, stat or json", format, errdefs.ErrInvalidArgument))
 			}
 			exec, sess, cs, err := openSessionChanges(cmd, g, args[0])
 			if err != nil {
@@ -244,10 +268,15 @@ and prints its violations; no patch is made of it.`,
 			out := cmd.OutOrStdout()
 			switch format {
 			case "json":
-				enc := json.NewEncoder(out)
-				enc.SetIndent("", "  ")
-				if err := enc.Encode(changeSetJSON(cs)); err != nil {
+				v := diffOutput{ChangeSet: changeSetJSON(cs)}
+				if err := cs.Err(); err != nil {
+					v.Error, v.ExitCode = jsonErrorOf(exitRejected, err), exitRejected
+				}
+				if err := writeJSON(out, v); err != nil {
 					return err
+				}
+				if err := cs.Err(); err != nil {
+					return &exitError{code: exitRejected, err: err, printed: true}
 				}
 			case "stat":
 				fmt.Fprint(out, cs.Stat())
@@ -272,6 +301,14 @@ and prints its violations; no patch is made of it.`,
 	}
 	cmd.Flags().StringVar(&format, "format", "patch", "patch, stat or json")
 	return cmd
+}
+
+// diffOutput is `session diff --format json`'s result: the change set,
+// and for a rejected one the error and exit code 123.
+type diffOutput struct {
+	*mounts.ChangeSet
+	Error    *jsonError `json:"error,omitempty"`
+	ExitCode int        `json:"exit_code"`
 }
 
 // changeSetJSON is a change set with non-nil lists, for JSON output.

@@ -36,6 +36,9 @@ type Session interface {
 	Edit(ctx context.Context, unsafePath, oldText, newText, expectedSHA256 string, all bool) (*fsop.WriteResult, error)
 	Exec(ctx context.Context, argv []string) (*sandbox.Result, error)
 	Changes() (*mounts.ChangeSet, error)
+	// CallChanges is Changes plus the violations the latest call
+	// introduced (sandbox.Session.CallChanges).
+	CallChanges() (*mounts.ChangeSet, []mounts.Violation, error)
 }
 
 // Options describe the session to the agent (trusted, from the launcher).
@@ -116,6 +119,9 @@ type execOut struct {
 	StdoutTruncated bool     `json:"stdout_truncated"`
 	StderrTruncated bool     `json:"stderr_truncated"`
 	LimitsHit       []string `json:"limits_hit"`
+	// Violations are those this call introduced into the change set: it
+	// is rejected (see diff) until they are fixed.
+	Violations []mounts.Violation `json:"violations"`
 }
 
 // diffOut is diff's structured result (contents are in the patch).
@@ -217,7 +223,8 @@ func NewWith(s Session, o Options) *mcp.Server {
 	}
 	mcp.AddTool(srv, &mcp.Tool{Name: "exec", Annotations: &mcp.ToolAnnotations{DestructiveHint: boolp(false), OpenWorldHint: boolp(false)},
 		Description: "Run one allowlisted command (" + cmds + ") with its arguments, directly (no shell, no network), in a fresh container at the repository root. " +
-			"Options and paths are checked first; a refusal names the rule. Returns exit code, stdout and stderr."},
+			"Options and paths are checked first; a refusal names the rule. Returns exit code, stdout and stderr, and the violations " +
+			"(e.g. a symlink or an executable file written) this call introduced into the change set, which reject it until fixed."},
 		func(ctx context.Context, _ *mcp.CallToolRequest, in execIn) (*mcp.CallToolResult, any, error) {
 			if len(in.Argv) == 0 {
 				return nil, nil, errors.New("argv is empty")
@@ -226,10 +233,17 @@ func NewWith(s Session, o Options) *mcp.Server {
 			if err != nil {
 				return nil, nil, toolError(err)
 			}
+			_, introduced, err := s.CallChanges()
+			if err != nil {
+				return nil, nil, toolError(err)
+			}
 			out := execOut{Argv: res.Argv, ExitCode: res.ExitCode, Stdout: string(res.Stdout), Stderr: string(res.Stderr),
-				StdoutTruncated: res.StdoutTruncated, StderrTruncated: res.StderrTruncated, LimitsHit: res.LimitsHit}
+				StdoutTruncated: res.StdoutTruncated, StderrTruncated: res.StderrTruncated, LimitsHit: res.LimitsHit, Violations: introduced}
 			if out.LimitsHit == nil {
 				out.LimitsHit = []string{}
+			}
+			if out.Violations == nil {
+				out.Violations = []mounts.Violation{}
 			}
 			return nil, out, nil
 		})

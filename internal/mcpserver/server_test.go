@@ -63,6 +63,11 @@ func (f *fake) Changes() (*mounts.ChangeSet, error) {
 	return &mounts.ChangeSet{}, nil
 }
 
+func (f *fake) CallChanges() (*mounts.ChangeSet, []mounts.Violation, error) {
+	f.calls = append(f.calls, "call changes")
+	return &mounts.ChangeSet{}, nil, nil
+}
+
 func connect(t *testing.T, s Session, o Options) *mcp.ClientSession {
 	t.Helper()
 	st, ct := mcp.NewInMemoryTransports()
@@ -135,4 +140,11 @@ func TestTools(t *testing.T) {
 	res = call("diff", map[string]any{"format": "xml"})
 	require.True(t, res.IsError)
 	require.Equal(t, []string{"read a.md", "read secret/k", "exec sh -c id", "list .", "search x .", "write openwiki/a.md c", "changes"}, f.calls)
+
+	f.calls = nil
+	res = call("exec", map[string]any{"argv": []string{"ls"}})
+	require.False(t, res.IsError)
+	require.Equal(t, []string{"exec ls", "call changes"}, f.calls)
+	require.Equal(t, map[string]any{"argv": []any{"ls"}, "exit_code": float64(0), "stdout": "out", "stderr": "", "stdout_truncated": false,
+		"stderr_truncated": false, "limits_hit": []any{}, "violations": []any{}}, res.StructuredContent)
 }
