@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"strings"
 
@@ -35,7 +34,7 @@ Needs no containerd. Exit 0 when permitted, 126 when refused.`,
 				return refusalOr(err)
 			}
 			if sf.json {
-				return json.NewEncoder(cmd.OutOrStdout()).Encode(map[string]any{"allowed": true, "argv": d.Argv})
+				return writeJSON(cmd.OutOrStdout(), map[string]any{"allowed": true, "argv": d.Argv})
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "allowed: %s\n", quoteArgv(d.Argv))
 			return nil
@@ -83,7 +82,7 @@ namespace. Idempotent: an identical image is left as it is.`,
 				return &exitError{code: exitFailed, err: err}
 			}
 			if asJSON {
-				return json.NewEncoder(cmd.OutOrStdout()).Encode(res)
+				return writeJSON(cmd.OutOrStdout(), res)
 			}
 			verb := "built"
 			if !res.Built {
@@ -124,7 +123,7 @@ longer running (all of them with --force).`,
 				if err != nil {
 					out.Error, out.ExitCode = jsonErrorOf(exitFailed, err), exitFailed
 				}
-				if werr := json.NewEncoder(cmd.OutOrStdout()).Encode(out); werr != nil {
+				if werr := writeJSON(cmd.OutOrStdout(), out); werr != nil {
 					return werr
 				}
 			} else if rep != nil {

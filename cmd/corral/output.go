@@ -1,10 +1,17 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"strings"
+	"unicode"
+	"unicode/utf16"
+	"unicode/utf8"
 
 	"github.com/corral-sandbox/corral/allowlist"
 	"github.com/corral-sandbox/corral/review"
@@ -106,7 +113,7 @@ func execute(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 		asJSON = wantsJSON(cmd, args, false)
 	}
 	if ee == nil || ee.err != nil {
-		fmt.Fprintf(stderr, "corral: %v\n", err)
+		fmt.Fprint(stderr, forTerminal(stderr, fmt.Sprintf("corral: %v\n", err)))
 	}
 	if asJSON && (ee == nil || !ee.printed) {
 		_ = writeJSON(stdout, out)
@@ -199,4 +206,71 @@ func writeReport(out io.Writer, rep *review.Report, err error) error {
 		return werr
 	}
 	return exit
+}
+
+// writeJSON prints v as indented JSON, safe for a terminal: besides the
+// control characters encoding/json escapes, C1 controls and Unicode
+// format characters (bidi controls, tag characters, zero-width ones) are
+// written as \u escapes, so a string from the repository or the agent
+// cannot rewrite what a reviewer's terminal shows. The JSON decodes to
+// the same values.
+func writeJSON(out io.Writer, v any) error {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(v); err != nil {
+		return err
+	}
+	_, err := out.Write(escapeFormatChars(buf.Bytes()))
+	return err
+}
+
+// escapeFormatChars rewrites C1 controls and format characters in JSON
+// text (where they can only occur inside strings) as \u escapes.
+func escapeFormatChars(b []byte) []byte {
+	var out []byte
+	for i := 0; i < len(b); {
+		r, n := utf8.DecodeRune(b[i:])
+		if !(r >= 0x80 && r <= 0x9f) && !unicode.Is(unicode.Cf, r) {
+			if out != nil {
+				out = append(out, b[i:i+n]...)
+			}
+			i += n
+			continue
+		}
+		if out == nil {
+			out = append(make([]byte, 0, len(b)+32), b[:i]...)
+		}
+		if r > 0xffff {
+			r1, r2 := utf16.EncodeRune(r)
+			out = fmt.Appendf(out, `\u%04x\u%04x`, r1, r2)
+		} else {
+			out = fmt.Appendf(out, `\u%04x`, r)
+		}
+		i += n
+	}
+	if out == nil {
+		return b
+	}
+	return out
+}
+
+// isTerminalOut reports whether w is a terminal (see isTerminal).
+func isTerminalOut(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	return ok && isTerminal(f)
+}
+
+// forTerminal returns text as it may be written to w: unchanged, or, when
+// w is a terminal, each line with its control, bidi and invisible
+// characters made visible (sanitize, the escaping of apply's review).
+func forTerminal(w io.Writer, text string) string {
+	if !isTerminalOut(w) {
+		return text
+	}
+	var b strings.Builder
+	for _, l := range strings.SplitAfter(text, "\n") {
+		b.WriteString(sanitize(l))
+	}
+	return b.String()
 }

@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/corral-sandbox/corral/internal/testutil"
 	"github.com/spf13/cobra"
 	"github.com/stretchr/testify/require"
 )
@@ -223,4 +225,53 @@ func TestProfilesJSON(t *testing.T) {
 	stdout, _, code = runCLI(t, "profiles")
 	require.Equal(t, 0, code)
 	require.Contains(t, stdout, "docs\t")
+}
+
+// hostileText holds what must never reach a reviewer's terminal raw:
+// escape sequences that clear the screen, move the cursor, conceal text
+// and plant an OSC-8 link, a C1 CSI, a carriage return, bidi controls and
+// Unicode tag characters.
+const hostileText = "one\n\x1b[2J\x1b[1;1Hcleared\n\x1b]8;;https://evil.example/\x1b\\click\x1b]8;;\x1b\\\n" +
+	"\x1b[8mconcealed\x1b[0m\nabc\u202eevil\u2066x\u2069\n\U000E0041\U000E0042tags\n\u009b31mC1\n\rcarriage\nzero\u200bwidth\n"
+
+func TestWriteJSONIsTerminalSafe(t *testing.T) {
+	v := map[string]string{"path": hostileText}
+	var buf bytes.Buffer
+	require.NoError(t, writeJSON(&buf, v))
+	_, at, bad := testutil.TerminalUnsafe(buf.Bytes())
+	require.False(t, bad, "unsafe byte at %d: %q", at, buf.String())
+	var back map[string]string
+	require.NoError(t, json.Unmarshal(buf.Bytes(), &back))
+	require.Equal(t, v, back, "the same JSON values")
+	require.Contains(t, buf.String(), `\u202e`)
+	require.Contains(t, buf.String(), `\udb40\udc41`, "a tag character as a surrogate pair")
+}
+
+func TestForTerminal(t *testing.T) {
+	var buf bytes.Buffer
+	require.Equal(t, hostileText, forTerminal(&buf, hostileText), "not a terminal: unchanged")
+
+	pty := testutil.OpenPTY(t)
+	_, err := io.WriteString(pty.Slave, forTerminal(pty.Slave, hostileText))
+	require.NoError(t, err)
+	out := pty.Output()
+	r, at, bad := testutil.TerminalUnsafe(out)
+	require.False(t, bad, "%U at %d reached the terminal: %q", r, at, out)
+	for _, want := range []string{`\x1b[2J`, `\x1b]8;;https://evil.example/\x1b\click`, `abc<U+202E>evil<U+2066>x<U+2069>`,
+		`<U+E0041><U+E0042>tags`, `\x9b31mC1`, `\x0dcarriage`, `zero<U+200B>width`} {
+		require.Contains(t, string(out), want)
+	}
+	require.Equal(t, strings.Count(hostileText, "\n"), strings.Count(string(out), "\n"), "lines stay lines")
+}
+
+func TestErrorLineOnTerminal(t *testing.T) {
+	pty := testutil.OpenPTY(t)
+	var stdout bytes.Buffer
+	code := execute(context.Background(), []string{"profiles", "/nonexistent/\x1b[2Jp\u202e.yaml"}, strings.NewReader(""), &stdout, pty.Slave)
+	require.Equal(t, exitFailed, code)
+	out := pty.Output()
+	_, _, bad := testutil.TerminalUnsafe(out)
+	require.False(t, bad, "%q", out)
+	require.Contains(t, string(out), `corral: `)
+	require.Contains(t, string(out), `\x1b[2Jp<U+202E>.yaml`)
 }

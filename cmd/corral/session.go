@@ -1,9 +1,11 @@
 package main
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"strings"
 	"text/tabwriter"
@@ -246,14 +248,20 @@ gone: collect it first with 'corral session diff'.`,
 }
 
 func newSessionDiffCommand(g *globalFlags) *cobra.Command {
-	var format string
+	var format, output string
 	cmd := &cobra.Command{
-		Use:   "diff ID [--format patch|stat|json]",
+		Use:   "diff ID [--format patch|stat|json] [--output FILE]",
 		Short: "Print the session's change set so far",
 		Long: `Collects the session's change set from its write area: a unified patch
 (git apply-able, the default), a summary (stat) or JSON. A rejected change
 set (a symlink, an ignore file, a path outside the scope, ...) exits 123
-and prints its violations; no patch is made of it.`,
+and prints its violations; no patch is made of it.
+
+What the agent wrote is not trusted to reach a terminal: when standard
+output is a terminal, control characters (escape sequences), bidirectional
+and invisible format characters are shown escaped (\x1b, <U+202E>), as
+apply shows them. The patch keeps its bytes exactly when written to a file:
+--output FILE, or standard output redirected. JSON escapes them always.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if format != "patch" && format != "stat" && format != "json" {
@@ -265,41 +273,51 @@ and prints its violations; no patch is made of it.`,
 			}
 			defer exec.Close()
 			defer sess.Close()
-			out := cmd.OutOrStdout()
+			var buf bytes.Buffer
+			rejected := cs.Err()
 			switch format {
 			case "json":
 				v := diffOutput{ChangeSet: changeSetJSON(cs)}
-				if err := cs.Err(); err != nil {
-					v.Error, v.ExitCode = jsonErrorOf(exitRejected, err), exitRejected
+				if rejected != nil {
+					v.Error, v.ExitCode = jsonErrorOf(exitRejected, rejected), exitRejected
 				}
-				if err := writeJSON(out, v); err != nil {
+				if err := writeJSON(&buf, v); err != nil {
 					return err
 				}
-				if err := cs.Err(); err != nil {
-					return &exitError{code: exitRejected, err: err, printed: true}
-				}
 			case "stat":
-				fmt.Fprint(out, cs.Stat())
+				buf.WriteString(cs.Stat())
 			case "patch":
-				if cs.Err() == nil {
-					patch, err := mounts.Patch(cs)
-					if err != nil {
-						return &exitError{code: exitFailed, err: err}
+				if rejected != nil {
+					errw := cmd.ErrOrStderr()
+					fmt.Fprint(errw, forTerminal(errw, cs.Stat()))
+					break
+				}
+				patch, err := mounts.Patch(cs)
+				if err != nil {
+					return &exitError{code: exitFailed, err: err}
+				}
+				buf.Write(patch)
+			}
+			if output != "" {
+				if format != "patch" || rejected == nil {
+					if err := os.WriteFile(output, buf.Bytes(), 0o644); err != nil {
+						return &exitError{code: exitFailed, err: fmt.Errorf("writing --output: %w", err)}
 					}
-					if _, err := out.Write(patch); err != nil {
-						return err
-					}
-				} else {
-					fmt.Fprint(cmd.ErrOrStderr(), cs.Stat())
+				}
+			} else {
+				out := cmd.OutOrStdout()
+				if _, err := io.WriteString(out, forTerminal(out, buf.String())); err != nil {
+					return err
 				}
 			}
-			if err := cs.Err(); err != nil {
-				return &exitError{code: exitRejected, err: err}
+			if rejected != nil {
+				return &exitError{code: exitRejected, err: rejected, printed: format == "json"}
 			}
 			return nil
 		},
 	}
 	cmd.Flags().StringVar(&format, "format", "patch", "patch, stat or json")
+	cmd.Flags().StringVarP(&output, "output", "o", "", "write to FILE (the patch byte for byte) instead of standard output")
 	return cmd
 }
 
