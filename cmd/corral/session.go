@@ -119,13 +119,16 @@ sends, nor a later edit of the profile file or of an ignore file, widens it.`,
 func newSessionExecCommand(g *globalFlags) *cobra.Command {
 	var o reportOptions
 	cmd := &cobra.Command{
-		Use:   "exec [--json] [--diff-out FILE] ID -- CMD ARG...",
+		Use:   "exec [--json] [--quiet] [--diff-out FILE] ID -- CMD ARG...",
 		Short: "Run one allowlisted command in a fresh container of the session",
 		Long: `Re-opens the session (its recorded capability, profile and hidden set),
 checks the argv against the profile before anything starts and runs it in a
 fresh container over the session's write area. Output, JSON and exit codes
 are those of 'corral run'; the change set reported is the session's whole
-change set so far.`,
+change set so far. Exit 123 is the call's that introduced a violation: a
+later call exits with the tool's own code (stderr notes that the set is
+still rejected), while 'session diff' and 'session apply' refuse the set
+until it is fixed.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if cmd.ArgsLenAtDash() != 1 || len(args) < 2 {
 				return usageError(errors.New("usage: corral session exec [flags] ID -- CMD ARG..."))
