@@ -305,9 +305,9 @@ func TestFileToolAgentSubtrees(t *testing.T) {
 	_, err := sandbox.NewPolicy(sandbox.SessionConfig{Repo: t.TempDir(), Profile: docsProfile(t), AgentID: "alice", Page: "openwiki/x.md"})
 	require.ErrorIs(t, err, errdefs.ErrInvalidArgument)
 	for _, id := range []string{"", "Alice", "../bob", "a/b", "-a", "a b", "a.b", strings.Repeat("a", 64), "é"} {
-		require.ErrorIs(t, sandbox.ValidAgentID(id), errdefs.ErrInvalidArgument, id)
+		require.ErrorIs(t, allowlist.ValidAgentID(id), errdefs.ErrInvalidArgument, id)
 	}
-	require.NoError(t, sandbox.ValidAgentID("agent_7-x"))
+	require.NoError(t, allowlist.ValidAgentID("agent_7-x"))
 
 	repo := ftRepo(t)
 	s := newSession(t, repo, func(c *sandbox.SessionConfig) { c.AgentID = "alice" })

@@ -328,21 +328,11 @@ func (s *Session) Edit(ctx context.Context, unsafePath, oldText, newText, expect
 	return &res, nil
 }
 
-// protectedNames are files an agent never writes: the hidden set was
-// computed from the ignore files when the session started, and the change
-// set rejects ignore and git control files whatever their content.
-var protectedNames = map[string]bool{".openwikiignore": true, ".gitignore": true, ".gitattributes": true, ".gitmodules": true}
-
+// checkWrite is the write policy of the file tools: allowlist.CheckWrite,
+// which also refuses ignore files and git control files (names.Reserved):
+// the hidden set was computed from them when the session started.
 func (s *Session) checkWrite(unsafePath string) (string, error) {
-	p, err := allowlist.CheckWrite(s.view, s.Scope, unsafePath)
-	if err != nil {
-		return "", err
-	}
-	if name := strings.ToLower(strings.TrimRight(path.Base(p), ". ")); protectedNames[name] {
-		return "", &allowlist.Refusal{Kind: allowlist.KindPath, Index: -1, Token: clipToken(unsafePath),
-			Rule: path.Base(p) + ": ignore files and git control files are fixed when the session starts and never written by an agent"}
-	}
-	return p, nil
+	return allowlist.CheckWrite(s.view, s.Scope, unsafePath)
 }
 
 func checkText(what string, b []byte) error {

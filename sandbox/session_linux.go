@@ -10,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -23,7 +22,7 @@ import (
 )
 
 // DefaultWriteDir is the write scope's directory.
-const DefaultWriteDir = "openwiki"
+const DefaultWriteDir = allowlist.DefaultWriteDir
 
 // SessionConfig is what the trusted launcher fixes for a session; nothing
 // an agent sends can change it.
@@ -39,7 +38,7 @@ type SessionConfig struct {
 	// default) or a directory below it, e.g. "openwiki/guides/".
 	WriteDir string
 	// AgentID, when set, makes the write scope the agent's own subtree
-	// openwiki/agents/<AgentID>/ (see ValidAgentID). Other agents'
+	// openwiki/agents/<AgentID>/ (see allowlist.ValidAgentID). Other agents'
 	// subtrees stay readable and are refused for writes.
 	AgentID string
 	// ReadOnly sessions may write nothing.
@@ -125,20 +124,13 @@ func newPolicy(cfg SessionConfig, hidden *mounts.HiddenSet) (*Policy, error) {
 	if st, err := os.Stat(repo); err != nil || !st.IsDir() {
 		return nil, fmt.Errorf("repository %s: %w: not a directory", cfg.Repo, errdefs.ErrInvalidArgument)
 	}
-	writeDir, err := scopeDir(cfg)
+	scope, err := allowlist.NewScope(allowlist.ScopeConfig{Dir: cfg.WriteDir, Page: cfg.Page, AgentID: cfg.AgentID, ReadOnly: cfg.ReadOnly})
 	if err != nil {
 		return nil, err
 	}
-	scope := allowlist.Scope{Dir: writeDir, ReadOnly: cfg.ReadOnly}
-	if cfg.Page != "" {
-		page, err := allowlist.CleanPath(cfg.Page)
-		if err != nil {
-			return nil, fmt.Errorf("page %q: %w", cfg.Page, err)
-		}
-		if !strings.HasPrefix(page, DefaultWriteDir+"/") {
-			return nil, fmt.Errorf("page %q: %w: must be a file under %s/", cfg.Page, errdefs.ErrInvalidArgument, DefaultWriteDir)
-		}
-		scope = allowlist.Scope{Page: page, ReadOnly: cfg.ReadOnly}
+	writeDir := scope.Dir
+	if scope.Page != "" {
+		writeDir = DefaultWriteDir
 	}
 	limits := cfg.Profile.Limits()
 	plan := mounts.Plan{
