@@ -153,8 +153,12 @@ func newProfilesCommand() *cobra.Command {
 			if err != nil {
 				return &exitError{code: exitFailed, err: err}
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "name: %s\ndescription: %s\ncommands: %s\nhides agent config: %v\n",
-				p.Name, p.Description, strings.Join(p.Commands, " "), !p.ExposeAgentConfig)
+			var lists []string
+			for _, l := range p.HideLists() {
+				lists = append(lists, string(l))
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "name: %s\ndescription: %s\ncommands: %s\nhides built-in lists: %s\n",
+				p.Name, p.Description, strings.Join(p.Commands, " "), strings.Join(lists, " "))
 			return nil
 		},
 	}
