@@ -46,8 +46,9 @@ func (e *ConflictError) Unwrap() error { return errdefs.ErrFailedPrecondition }
 
 // RollbackError is a write that failed part-way and whose undo failed too:
 // the repository may hold part of the change set. Left lists the paths the
-// reviewer must restore by hand; their originals are kept at the
-// .corral-apply-* names the reasons give.
+// reviewer must restore by hand; their originals are kept in the apply's
+// staging directory (.corral-apply-<id> in the write scope), as the
+// reasons say, and Recover reports the transaction until they are.
 type RollbackError struct {
 	Err  error
 	Left []Problem

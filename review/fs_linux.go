@@ -1,10 +1,12 @@
 package review
 
 import (
-	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
+	"os"
 	"path"
 	"strings"
 
@@ -43,6 +45,7 @@ type dirFD struct {
 // opened relative to its directory with O_NOFOLLOW. The caller must call
 // close.
 type repoFS struct {
+	path string
 	root int
 	dirs map[string]*dirFD
 }
@@ -55,7 +58,7 @@ func openRepo(repo string) (*repoFS, error) {
 		}
 		return nil, fmt.Errorf("opening repository %q: %w", repo, err)
 	}
-	return &repoFS{root: fd, dirs: map[string]*dirFD{}}, nil
+	return &repoFS{path: repo, root: fd, dirs: map[string]*dirFD{}}, nil
 }
 
 func (r *repoFS) close() {
@@ -294,50 +297,82 @@ func (r *repoFS) deepestDir(rel string) (dir, blocker string, err error) {
 	return dir, "", nil
 }
 
-// tempName returns a fresh name for a temporary file beside a target.
-func tempName() string {
-	var b [8]byte
-	_, _ = rand.Read(b[:])
-	return ".corral-apply-" + hex.EncodeToString(b[:]) + ".tmp"
+// writeFileAt creates the file name in the directory d (O_EXCL,
+// O_NOFOLLOW), writes data, sets mode and, when uid is not -1, the owner,
+// and fsyncs it. A failure removes what it made.
+func writeFileAt(d *dirFD, name string, data []byte, mode uint32, uid, gid int) error {
+	fd, err := unix.Openat(d.fd, name, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+	if err != nil {
+		return fmt.Errorf("creating a temporary file in %q: %w", d.rel, err)
+	}
+	werr := writeAll(fd, data)
+	if werr == nil && uid >= 0 {
+		// Best effort: a non-root reviewer cannot give files away.
+		if err := unix.Fchown(fd, uid, gid); err != nil && !errors.Is(err, unix.EPERM) {
+			werr = err
+		}
+	}
+	if werr == nil {
+		werr = unix.Fchmod(fd, mode&0o777)
+	}
+	if werr == nil {
+		werr = unix.Fsync(fd)
+	}
+	cerr := unix.Close(fd)
+	if werr == nil {
+		werr = cerr
+	}
+	if werr != nil {
+		_ = unix.Unlinkat(d.fd, name, 0)
+		return fmt.Errorf("writing a temporary file in %q: %w", d.rel, werr)
+	}
+	return nil
 }
 
-// writeTemp creates a new temporary file in the directory d (O_EXCL,
-// O_NOFOLLOW), writes data, sets mode and, when uid is not -1, the owner,
-// and fsyncs it. It returns the temporary name.
-func writeTemp(d *dirFD, data []byte, mode uint32, uid, gid int) (string, error) {
-	for range 8 {
-		name := tempName()
-		fd, err := unix.Openat(d.fd, name, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
-		if errors.Is(err, unix.EEXIST) {
-			continue
-		}
-		if err != nil {
-			return "", fmt.Errorf("creating a temporary file in %q: %w", d.rel, err)
-		}
-		werr := writeAll(fd, data)
-		if werr == nil && uid >= 0 {
-			// Best effort: a non-root reviewer cannot give files away.
-			if err := unix.Fchown(fd, uid, gid); err != nil && !errors.Is(err, unix.EPERM) {
-				werr = err
-			}
-		}
-		if werr == nil {
-			werr = unix.Fchmod(fd, mode&0o777)
-		}
-		if werr == nil {
-			werr = unix.Fsync(fd)
-		}
-		cerr := unix.Close(fd)
-		if werr == nil {
-			werr = cerr
-		}
-		if werr != nil {
-			_ = unix.Unlinkat(d.fd, name, 0)
-			return "", fmt.Errorf("writing a temporary file in %q: %w", d.rel, werr)
-		}
-		return name, nil
+// existsAt reports whether d holds an entry name (of any type).
+func existsAt(d *dirFD, name string) bool {
+	var st unix.Stat_t
+	return unix.Fstatat(d.fd, name, &st, unix.AT_SYMLINK_NOFOLLOW) == nil
+}
+
+// hashAt returns the sha256 of the regular file name in d, read without
+// following a link; exists is false when there is no such entry. Anything
+// but a regular file is an error.
+func hashAt(d *dirFD, name string) (sum string, exists bool, err error) {
+	var st unix.Stat_t
+	if err := unix.Fstatat(d.fd, name, &st, unix.AT_SYMLINK_NOFOLLOW); errors.Is(err, unix.ENOENT) {
+		return "", false, nil
+	} else if err != nil {
+		return "", false, err
 	}
-	return "", fmt.Errorf("creating a temporary file in %q: %w", d.rel, unix.EEXIST)
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return "", true, fmt.Errorf("%s/%s is not a regular file (mode %#o)", d.rel, name, st.Mode&unix.S_IFMT)
+	}
+	fd, err := unix.Openat(d.fd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
+	if errors.Is(err, unix.ENOENT) {
+		return "", false, nil
+	}
+	if err != nil {
+		return "", true, err
+	}
+	f := os.NewFile(uintptr(fd), name)
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", true, err
+	}
+	return hex.EncodeToString(h.Sum(nil)), true, nil
+}
+
+// readDirNames lists the names in d.
+func readDirNames(d *dirFD) ([]string, error) {
+	fd, err := unix.Openat(d.fd, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	f := os.NewFile(uintptr(fd), d.rel)
+	defer f.Close()
+	return f.Readdirnames(-1)
 }
 
 func writeAll(fd int, b []byte) error {

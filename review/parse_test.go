@@ -114,7 +114,7 @@ func applyForTest(repo string, cs *mounts.ChangeSet) error {
 	for _, it := range items {
 		a = append(a, it.Approval())
 	}
-	_, err = Apply(repo, cs, dirScope, a, Options{Write: true})
+	_, err = Apply(repo, cs, dirScope, a, Options{Write: true, JournalDir: filepath.Join(repo, "..", filepath.Base(repo)+".journal")})
 	return err
 }
 

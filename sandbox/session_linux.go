@@ -181,7 +181,9 @@ func (e *Executor) NewSession(ctx context.Context, cfg SessionConfig) (*Session,
 		return nil, err
 	}
 	s := &Session{Policy: p, ID: hex.EncodeToString(id[:]), exec: e, seccomp: sc}
-	e.audit.SessionCreated(s.ID, p.Repo, p.Profile.Name, p.Scope)
+	if err := e.auditSessionCreated(s.ID, p); err != nil {
+		return nil, err
+	}
 	return s, nil
 }
 
@@ -200,25 +202,31 @@ func (p *Policy) Check(argv []string) (allowlist.Decision, error) {
 func (s *Session) Exec(ctx context.Context, argv []string, stdout, stderr io.Writer) (*Result, error) {
 	d, err := s.Check(argv)
 	if err != nil {
-		s.auditRefusal("invocation", argv, err)
-		return nil, err
+		return nil, s.auditRefusal("invocation", argv, err)
 	}
 	res, err := s.ExecWithoutPolicy(ctx, d.Argv, stdout, stderr)
 	if err == nil {
-		s.exec.audit.Invocation(s.ID, d.Argv, audit.Allowed, "", res.ExitCode, res.Duration, res.LimitsHit)
+		err = s.auditOutcome("the command ran", audit.Ran(d.Argv, res.ExitCode, res.Duration, res.LimitsHit))
 	}
 	return res, err
 }
 
-// auditRefusal records a refused invocation (argv is what the agent sent).
-func (s *Session) auditRefusal(stage string, argv []string, err error) {
+// auditRefusal records a refused invocation (argv is what the agent sent)
+// and returns err, joined with the audit error when the record could not
+// be written.
+func (s *Session) auditRefusal(stage string, argv []string, err error) error {
 	rule := err.Error()
 	var r *allowlist.Refusal
 	if errors.As(err, &r) {
 		rule = r.Rule
 	}
-	s.exec.audit.Invocation(s.ID, argv, audit.Refused, rule, -1, 0, nil)
-	s.exec.audit.Refusal(s.ID, stage, err)
+	aerr := errors.Join(
+		s.exec.audit.Log(s.ID, &audit.Invocation{Argv: argv, Decision: audit.Refused, Rule: rule}),
+		s.exec.audit.Log(s.ID, refusalEvent(stage, err)))
+	if aerr != nil {
+		return errors.Join(err, fmt.Errorf("the audit log could not record the refusal: %w", aerr))
+	}
+	return err
 }
 
 // ExecWithoutPolicy runs argv with no allowlist check. It exists so that
@@ -335,9 +343,17 @@ func (s *Session) Changes() (*mounts.ChangeSet, error) {
 			cs.Violations = append(cs.Violations, mounts.Violation{Path: c.Path, Reason: rule})
 		}
 	}
-	s.exec.audit.ChangeSet(s.ID, cs)
+	digest, err := audit.DigestJSON(cs)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.auditOutcome("collected the change set", &audit.ChangeSet{SHA256: digest, Changes: len(cs.Changes), Violations: len(cs.Violations)}); err != nil {
+		return nil, err
+	}
 	if err := cs.Err(); err != nil {
-		s.exec.audit.Refusal(s.ID, "changeset", err)
+		if aerr := s.auditOutcome("refused the change set", refusalEvent("changeset", err)); aerr != nil {
+			return nil, aerr
+		}
 	}
 	return cs, nil
 }

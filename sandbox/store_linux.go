@@ -134,6 +134,9 @@ func (e *Executor) CreateSession(ctx context.Context, cfg SessionConfig, profile
 	if err != nil {
 		return nil, err
 	}
+	if err := e.auditSessionCreated(id, p); err != nil {
+		return nil, err
+	}
 	dir, _ := e.sessionDir(id)
 	if err := os.MkdirAll(filepath.Dir(dir), 0o700); err != nil {
 		return nil, err
@@ -184,7 +187,6 @@ func (e *Executor) CreateSession(ctx context.Context, cfg SessionConfig, profile
 	if err != nil {
 		return nil, err
 	}
-	e.audit.SessionCreated(s.ID, p.Repo, p.Profile.Name, p.Scope)
 	if err := s.prepare(); err != nil {
 		return nil, err
 	}

@@ -2,10 +2,13 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 
+	"github.com/corral-sandbox/corral/audit"
 	"github.com/corral-sandbox/corral/profiles"
+	"github.com/corral-sandbox/corral/review"
 	"github.com/corral-sandbox/corral/sandbox"
 	"github.com/spf13/cobra"
 )
@@ -103,26 +106,50 @@ func newGCCommand(g *globalFlags) *cobra.Command {
 	var force, asJSON bool
 	cmd := &cobra.Command{
 		Use:   "gc",
-		Short: "Remove what a crashed corral left behind (containers, snapshots, leases, host mounts)",
-		Long: `Finds corral's containers and leases by label, and its host mounts under the
-state directory with mountinfo, and removes those whose supervisor is no
-longer running (all of them with --force).`,
+		Short: "Remove what a crashed corral left behind (interrupted applies, containers, snapshots, leases, host mounts)",
+		Long: `Finishes or rolls back the applies a crash interrupted (journaled under
+STATE-DIR/apply; this needs no containerd), then finds corral's containers
+and leases by label, and its host mounts under the state directory with
+mountinfo, and removes those whose supervisor is no longer running (all of
+them with --force).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
-			exec, err := sandbox.New(ctx, g.config(cmd.ErrOrStderr()))
+			log, err := audit.Open(g.stateDir, g.audit)
 			if err != nil {
 				return &exitError{code: exitFailed, err: err}
 			}
-			defer exec.Close()
-			rep, err := exec.GC(ctx, force)
-			if asJSON {
-				_ = json.NewEncoder(cmd.OutOrStdout()).Encode(rep)
-			} else if rep != nil {
-				fmt.Fprintf(cmd.OutOrStdout(), "removed %d containers, %d leases, %d mounts, %d session directories\n",
-					len(rep.Containers), len(rep.Leases), len(rep.Mounts), len(rep.Sessions))
+			defer log.Close()
+			applies, rerr := recoverAndLog(g.stateDir, log)
+			for _, r := range applies {
+				if r.Outcome == review.OutcomeStuck {
+					rerr = errors.Join(rerr, fmt.Errorf("apply %s to %s could not be rolled back: %s", r.TxID, r.Repo, r.Left[0].Reason))
+				}
 			}
-			if err != nil {
+			var rep *sandbox.GCReport
+			exec, err := sandbox.New(ctx, g.config(cmd.ErrOrStderr()))
+			if err == nil {
+				defer exec.Close()
+				rep, err = exec.GC(ctx, force)
+			}
+			if asJSON {
+				if applies == nil {
+					applies = []review.Recovered{}
+				}
+				_ = json.NewEncoder(cmd.OutOrStdout()).Encode(struct {
+					*sandbox.GCReport
+					Applies []review.Recovered `json:"applies"`
+				}{rep, applies})
+			} else {
+				if len(applies) > 0 {
+					fmt.Fprintf(cmd.OutOrStdout(), "recovered %d interrupted apply(s)\n", len(applies))
+				}
+				if rep != nil {
+					fmt.Fprintf(cmd.OutOrStdout(), "removed %d containers, %d leases, %d mounts, %d session directories\n",
+						len(rep.Containers), len(rep.Leases), len(rep.Mounts), len(rep.Sessions))
+				}
+			}
+			if err := errors.Join(rerr, err); err != nil {
 				return &exitError{code: exitFailed, err: err}
 			}
 			return nil

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
+	"strconv"
 	"strings"
 	"unicode"
 
@@ -61,8 +63,9 @@ var isTerminal = func(r io.Reader) bool {
 func newApplyCommand(g *globalFlags) *cobra.Command {
 	af := &applyFlags{}
 	var repo, patchFile, profile, page, scopeDir, agent string
+	var recoverOnly bool
 	cmd := &cobra.Command{
-		Use:   "apply --repo DIR --patch FILE [--approve TOKEN]...",
+		Use:   "apply --repo DIR --patch FILE [--approve TOKEN]... | apply --recover",
 		Short: "Review a patch and write the approved changes to the repository (dry run by default)",
 		Long: `Reads a patch artifact (corral run --diff-out, CI, git diff) and puts it
 through the same validation as a sandbox's own change set: only git-style
@@ -78,10 +81,26 @@ turn (highest risk first) and the ones answered yes are written.
 the change's path, kind, content and risk, so it approves nothing else.
 Writes are all or none, atomic per file, and never follow a symbolic link
 in the repository; a file changed since the patch was made is a conflict.
+Each apply is a transaction journaled in STATE-DIR/apply: one interrupted
+(the process killed, the machine down) is finished or rolled back by the
+next apply, by ` + "`corral gc`" + `, or by ` + "`corral apply --recover`" + `, which does only that.
 
 ` + applyExitCodes,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if recoverOnly {
+				return recoverApplies(cmd, g, af.json)
+			}
+			var missing []string
+			for name, v := range map[string]string{"patch": patchFile, "repo": repo} {
+				if v == "" {
+					missing = append(missing, strconv.Quote(name))
+				}
+			}
+			if len(missing) > 0 {
+				slices.Sort(missing)
+				return &exitError{code: exitFailed, err: fmt.Errorf("required flag(s) %s not set", strings.Join(missing, ", "))}
+			}
 			prof, err := loadProfile(profile)
 			if err != nil {
 				return err
@@ -101,13 +120,20 @@ in the repository; a file changed since the patch was made is a conflict.
 			defer log.Close()
 			cs, err := review.ParsePatch(pol.Repo, data, pol.Scope, pol.View())
 			if err != nil {
-				_ = log.Refusal("", "patch", err)
-				return applyExit(fmt.Errorf("patch %s: %w", patchFile, err))
+				err = fmt.Errorf("patch %s: %w", patchFile, err)
+				if aerr := log.Log("", refusalEvent("patch", err)); aerr != nil {
+					return &exitError{code: exitFailed, err: errors.Join(err, aerr)}
+				}
+				return applyExit(err)
 			}
-			if err := log.ChangeSet("", cs); err != nil {
+			digest, err := audit.DigestJSON(cs)
+			if err == nil {
+				err = log.Log("", &audit.ChangeSet{SHA256: digest, Changes: len(cs.Changes), Violations: len(cs.Violations)})
+			}
+			if err != nil {
 				return &exitError{code: exitFailed, err: err}
 			}
-			return applyChangeSet(cmd, af, log, "", pol.Repo, cs, pol.Scope, pol.View())
+			return applyChangeSet(cmd, af, log, g.stateDir, "", pol.Repo, cs, pol.Scope, pol.View())
 		},
 	}
 	f := cmd.Flags()
@@ -117,8 +143,7 @@ in the repository; a file changed since the patch was made is a conflict.
 	f.StringVar(&page, "page", "", "page mode: the only path the patch may change, e.g. openwiki/pages/a.md")
 	f.StringVar(&scopeDir, "scope", "", "the writable directory (default openwiki/)")
 	f.StringVar(&agent, "agent", "", "agent id: the writable directory is openwiki/agents/ID/")
-	_ = cmd.MarkFlagRequired("repo")
-	_ = cmd.MarkFlagRequired("patch")
+	f.BoolVar(&recoverOnly, "recover", false, "only finish or roll back interrupted applies (journaled in STATE-DIR/apply), then exit")
 	af.add(cmd)
 	return cmd
 }
@@ -148,7 +173,7 @@ turn; --approve TOKEN writes the changes those tokens name, all or none.
 			defer sess.Close()
 			// Changes logged the set; Apply logs approvals and the apply
 			// to the same log.
-			return applyChangeSet(cmd, af, exec.Audit(), args[0], sess.Repo, cs, sess.Scope, sess.View())
+			return applyChangeSet(cmd, af, exec.Audit(), g.stateDir, args[0], sess.Repo, cs, sess.Scope, sess.View())
 		},
 	}
 	af.add(cmd)
@@ -178,9 +203,9 @@ func readPatch(cmd *cobra.Command, name string) ([]byte, error) {
 // session apply`: preview, then approvals from --approve or a terminal
 // prompt, then review.Apply, which checks them again. It prints to the
 // command's output and returns an *exitError for a non-zero exit.
-func applyChangeSet(cmd *cobra.Command, af *applyFlags, log *audit.Logger, session, repo string, cs *mounts.ChangeSet, scope allowlist.Scope, view allowlist.View) error {
+func applyChangeSet(cmd *cobra.Command, af *applyFlags, log *audit.Logger, stateDir, session, repo string, cs *mounts.ChangeSet, scope allowlist.Scope, view allowlist.View) error {
 	out, errw := cmd.OutOrStdout(), cmd.ErrOrStderr()
-	opts := review.Options{View: view, Audit: log, Session: session}
+	opts := review.Options{View: view, Audit: log, Session: session, JournalDir: review.JournalDir(stateDir)}
 	for _, s := range af.dryRunOnly {
 		l, err := review.ParseLevel(s)
 		if err != nil {
@@ -210,7 +235,9 @@ func applyChangeSet(cmd *cobra.Command, af *applyFlags, log *audit.Logger, sessi
 	case len(af.approve) > 0:
 		a, err := review.ApprovalsFor(cs, scope, af.approve, opts)
 		if err != nil {
-			_ = log.Refusal(session, "approval", err)
+			if aerr := log.Log(session, refusalEvent("approval", err)); aerr != nil {
+				return &exitError{code: exitFailed, err: errors.Join(err, aerr)}
+			}
 			return applyExit(err)
 		}
 		approvals = a
@@ -263,6 +290,71 @@ func applyChangeSet(cmd *cobra.Command, af *applyFlags, log *audit.Logger, sessi
 		}
 	}
 	return nil
+}
+
+// refusalEvent converts a refusal for the audit log.
+func refusalEvent(stage string, err error) *audit.Refusal {
+	e := &audit.Refusal{Stage: stage, Error: err.Error()}
+	var r *allowlist.Refusal
+	if errors.As(err, &r) {
+		e.Rule = r.Rule
+	}
+	return e
+}
+
+// recoverApplies finishes or rolls back the interrupted applies journaled
+// in the state directory, records each in the audit log and prints them.
+// A transaction that could not be rolled back exits 125 with what to
+// restore by hand.
+func recoverApplies(cmd *cobra.Command, g *globalFlags, asJSON bool) error {
+	log, err := audit.Open(g.stateDir, g.audit)
+	if err != nil {
+		return &exitError{code: exitFailed, err: fmt.Errorf("%w (pass a writable --state-dir)", err)}
+	}
+	defer log.Close()
+	recs, err := recoverAndLog(g.stateDir, log)
+	out := cmd.OutOrStdout()
+	if asJSON {
+		if recs == nil {
+			recs = []review.Recovered{}
+		}
+		_ = writeJSON(out, recs)
+	} else {
+		if len(recs) == 0 && err == nil {
+			fmt.Fprintln(out, "no interrupted apply")
+		}
+		for _, r := range recs {
+			fmt.Fprintf(out, "%s %s: %s\n", r.TxID, sanitize(r.Repo), r.Outcome)
+			for _, p := range r.Left {
+				fmt.Fprintf(out, "  restore by hand: %s: %s\n", sanitize(p.Path), sanitize(p.Reason))
+			}
+		}
+	}
+	for _, r := range recs {
+		if r.Outcome == review.OutcomeStuck {
+			err = errors.Join(err, fmt.Errorf("apply %s to %s could not be rolled back", r.TxID, r.Repo))
+		}
+	}
+	if err != nil {
+		return &exitError{code: exitFailed, err: err}
+	}
+	return nil
+}
+
+// recoverAndLog runs review.Recover on the state directory's journal and
+// records each transaction it found.
+func recoverAndLog(stateDir string, log *audit.Logger) ([]review.Recovered, error) {
+	recs, err := review.Recover(review.JournalDir(stateDir))
+	for _, r := range recs {
+		var left []string
+		for _, p := range r.Left {
+			left = append(left, p.Path+": "+p.Reason)
+		}
+		if aerr := log.Log("", &audit.ApplyRecovered{Repo: r.Repo, TxID: r.TxID, Outcome: r.Outcome, Left: left}); aerr != nil {
+			err = errors.Join(err, fmt.Errorf("recovered, but the audit log could not record it: %w", aerr))
+		}
+	}
+	return recs, err
 }
 
 // prompt offers each pending change in turn and returns the approvals

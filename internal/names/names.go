@@ -86,12 +86,14 @@ type Hit struct {
 }
 
 // HideRule is the rule the view gives for a path this entry hides, e.g.
-// "built-in agent-config list hides .claude/ (Claude Code)".
+// "profile hides agent config .claude/ (Claude Code)" or "profile hides
+// secrets .env (environment files)": a built-in list the profile did not
+// expose.
 func (e *Entry) HideRule() string {
 	if e.rule != "" {
 		return e.rule
 	}
-	return fmt.Sprintf("built-in %s list hides %s (%s)", e.Hide, e.Pattern, e.Family)
+	return fmt.Sprintf("profile hides %s %s (%s)", strings.ReplaceAll(string(e.Hide), "-", " "), e.Pattern, e.Family)
 }
 
 // Entries returns the table, in order.
@@ -178,8 +180,8 @@ func Match(p string, isDir bool) []Hit {
 // Hidden reports whether p, or one of its ancestors, is hidden by an entry
 // hidden in every view (.git) or by one of lists, and the rule that hides
 // it (the shallowest match), e.g. ".git is hidden at every depth" or
-// "built-in secrets list hides .env (environment files)". isDir is as
-// for Match.
+// "profile hides secrets .env (environment files)". isDir is as for
+// Match.
 func Hidden(p string, isDir bool, lists ...List) (rule string, hidden bool) {
 	for _, h := range Match(p, isDir) {
 		if h.Hide == always || (h.Hide != "" && slices.Contains(lists, h.Hide)) {

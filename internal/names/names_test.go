@@ -205,7 +205,7 @@ func TestHiddenFamilies(t *testing.T) {
 		rule, hidden := Hidden(tt.path, tt.isDir, AgentConfig, Secrets)
 		assert.True(t, hidden, "%s (%s) is not hidden", tt.path, tt.family)
 		if tt.list != always {
-			assert.Contains(t, rule, "built-in "+string(tt.list)+" list", tt.path)
+			assert.Contains(t, rule, "profile hides "+strings.ReplaceAll(string(tt.list), "-", " ")+" ", tt.path)
 			assert.Contains(t, rule, "("+tt.family+")", tt.path)
 			_, hidden = Hidden(tt.path, tt.isDir, otherList(tt.list))
 			assert.False(t, hidden, "%s is hidden without its list %s", tt.path, tt.list)
