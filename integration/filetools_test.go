@@ -279,6 +279,9 @@ func TestFileToolWriteEdit(t *testing.T) {
 		"openwiki/.git/config":     ".git",
 		"openwiki/.openwikiignore": "ignore files",
 		"openwiki/a/.gitignore":    "ignore files",
+		"openwiki/.claims./p.lock": "openwiki/.claims. is owned by corral",
+		"openwiki/．claims/p.lock":  "openwiki/．claims is owned by corral",
+		"openwiki/.ｇｉｔ/config":     "openwiki/.ｇｉｔ is owned by git",
 		"openwiki/x.pem":           ".openwikiignore:2 hides",
 		"docs/keys/new.txt":        "hides secrets/",
 	} {

@@ -263,6 +263,10 @@ func TestMCPTools(t *testing.T) {
 	c.refused("write", map[string]any{"path": "README.md", "content": "x"}, "outside the write scope openwiki/", "")
 	c.refused("write", map[string]any{"path": "openwiki/.claims/x.lock", "content": "x"}, "owned by corral", "")
 	c.refused("write", map[string]any{"path": "openwiki/.openwikiignore", "content": "!*"}, "ignore files", "")
+	// Look-alike spellings of a reserved name are refused at the first
+	// write, so the session's change set stays appliable.
+	c.refused("write", map[string]any{"path": "openwiki/.claims./x", "content": "x"}, "openwiki/.claims. is owned by corral", "")
+	c.refused("write", map[string]any{"path": "openwiki/.claims /x", "content": "x"}, "openwiki/.claims  is owned by corral", "")
 	c.refused("edit", map[string]any{"path": "README.md", "old_text": "hello", "new_text": "x", "expected_sha256": sha("# demo\nhello\nworld\n")}, "outside the write scope", "")
 	c.refused("exec", map[string]any{"argv": []string{"sh", "-c", "cat secrets/key.txt"}}, "never allowed", "")
 	c.refused("exec", map[string]any{"argv": []string{"cat", ".git/config"}}, ".git", "")
