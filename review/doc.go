@@ -10,7 +10,10 @@
 // the repository without writing. Apply writes the approved changes, all or
 // none, after checking again everything Review and Preview checked: the
 // approval check, the risk class and the base hashes live inside the write
-// primitive, so that calling it directly cannot skip the reviewer.
+// primitive, so that calling it directly cannot skip the reviewer. Apply
+// runs as a transaction planned as steps with undos, journaled in corral's
+// state directory before the first write and staged inside the write scope;
+// Recover finishes or rolls back one a crash interrupted.
 //
 // Every repository access goes through openat2 with
 // RESOLVE_BENEATH|RESOLVE_NO_SYMLINKS|RESOLVE_NO_MAGICLINKS from the
