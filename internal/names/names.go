@@ -195,9 +195,13 @@ func Hidden(p string, isDir bool, lists ...List) (rule string, hidden bool) {
 // name, phrased after the name (e.g. "is owned by corral"), or "". It
 // compares folded: ".Claims.", "．claims" and ".claims " are reserved.
 func Reserved(name string) string {
-	for _, e := range index().byFirst[Fold(name)] {
-		if e.Reserved != "" && len(e.parts) == 1 {
-			return e.Reserved
+	f := Fold(name)
+	idx := index()
+	for _, entries := range [][]*Entry{idx.byFirst[f], idx.globFirst} {
+		for _, e := range entries {
+			if e.Reserved != "" && len(e.parts) == 1 && e.parts[0].match(f) {
+				return e.Reserved
+			}
 		}
 	}
 	return ""

@@ -42,7 +42,7 @@ func TestReserved(t *testing.T) {
 		".git", ".GIT", ".git.", ".git ", ".ｇｉｔ", "git~1", "GIT~1",
 		".claims", ".Claims", ".claims.", ".claims ", "．claims", ".ｃｌａｉｍｓ", ".cla\u200bims",
 		".gitignore", ".GitIgnore", ".openwikiignore", ".openwikiignore.",
-		".gitattributes", ".gitmodules", ".gitmodules ",
+		".gitattributes", ".gitmodules", ".gitmodules ", ".corral-apply-0123", ".Corral-Apply-x",
 	} {
 		assert.NotEmpty(t, Reserved(name), "%q", name)
 	}

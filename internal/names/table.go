@@ -21,8 +21,10 @@ var table = []Entry{
 	{Pattern: ".git", Family: "git", Hide: always, rule: ".git is hidden at every depth",
 		Reserved: "is owned by git and never writable", Risk: "git's own metadata"},
 	{Pattern: "git~1", Family: "git", Reserved: "is git's NTFS short name and never writable", Risk: "git's NTFS short name"},
-	// corral's own claim files under the write directory.
+	// corral's own claim files under the write directory, and the staging
+	// directories of its applies.
 	{Pattern: ".claims", Family: "corral", Reserved: "is owned by corral", Risk: "owned by corral"},
+	{Pattern: ".corral-apply-*", Family: "corral", Reserved: "is owned by corral (an apply's staging directory)", Risk: "owned by corral"},
 	// Ignore files decide what corral and git hide: the view is computed
 	// from the base repository, and a sandbox may not change it.
 	{Pattern: ".openwikiignore", Family: "corral", Reserved: "is an ignore file: ignore files cannot be changed from the sandbox",
