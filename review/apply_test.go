@@ -655,7 +655,7 @@ func TestApplyKilledChild(t *testing.T) {
 		cs = killedRepo(t, repo, 12)
 	}
 	step := 0
-	hk := hooks{beforeVerify: func() { fmt.Println("verifying") }, afterStep: func(op, rel string) error {
+	hk := hooks{noExchange: os.Getenv("CORRAL_REVIEW_KILL_NOEXCHANGE") != "", beforeVerify: func() { fmt.Println("verifying") }, afterStep: func(op, rel string) error {
 		step++
 		if step == stopAt {
 			fmt.Println("stopped after", op, rel)
@@ -699,47 +699,57 @@ func TestApplyKilledAtEveryStep(t *testing.T) {
 	if testing.Short() {
 		t.Skip("spawns processes")
 	}
-	for ki, k := range killScenarios {
-		t.Run(k.name, func(t *testing.T) {
-			ref := t.TempDir()
-			k.repo(t, ref)
-			old := snapshot(t, ref)
-			cs := k.cs()
-			var ops []string
-			_, err := apply(ref, cs, k.scope, approveAll(t, cs, k.scope), Options{Write: true, JournalDir: t.TempDir()},
-				hooks{afterStep: func(op, _ string) error { ops = append(ops, op); return nil }})
-			require.NoError(t, err)
-			newState := snapshot(t, ref)
-			commit := slices.Index(ops, opCommit) + 1
-			for stopAt := 1; stopAt <= len(ops); stopAt++ {
-				repo, journal := t.TempDir(), t.TempDir()
-				k.repo(t, repo)
-				killChild(t, []string{"CORRAL_REVIEW_KILL_REPO=" + repo, "CORRAL_REVIEW_KILL_JOURNAL=" + journal,
-					"CORRAL_REVIEW_KILL_SCENARIO=" + strconv.Itoa(ki), "CORRAL_REVIEW_KILL_STEP=" + strconv.Itoa(stopAt)}, "stopped", 0)
-				if stopAt < len(ops) {
-					require.NotEmpty(t, entries(t, journal), "killed after %s: no journal", ops[stopAt-1])
-				}
-				recs, err := Recover(journal)
-				require.NoError(t, err)
-				want, outcome := old, OutcomeRolledBack
-				if stopAt >= commit {
-					want, outcome = newState, OutcomeCommitted
-				}
-				if stopAt < len(ops) || outcome != OutcomeCommitted {
-					require.Len(t, recs, 1, "killed after %s", ops[stopAt-1])
-					assert.Equal(t, outcome, recs[0].Outcome, "killed after %s: %v", ops[stopAt-1], recs[0].Left)
-				}
-				assert.Equal(t, want, snapshot(t, repo), "killed after step %d (%s)", stopAt, ops[stopAt-1])
-				noLeftovers(t, repo)
-				assert.Empty(t, entries(t, journal), "killed after %s", ops[stopAt-1])
-				// Recovered: the next apply goes through.
-				if outcome == OutcomeRolledBack {
-					_, err := Apply(repo, cs, k.scope, approveAll(t, cs, k.scope), Options{Write: true, JournalDir: journal})
-					require.NoError(t, err, "after a kill after %s", ops[stopAt-1])
-					assert.Equal(t, newState, snapshot(t, repo))
-				}
-			}
-		})
+	for _, noExchange := range []bool{false, true} {
+		for ki, k := range killScenarios {
+			t.Run(fmt.Sprintf("exchange=%v/%s", !noExchange, k.name), func(t *testing.T) {
+				killAtEveryStep(t, ki, k, noExchange)
+			})
+		}
+	}
+}
+
+func killAtEveryStep(t *testing.T, ki int, k killScenario, noExchange bool) {
+	ref := t.TempDir()
+	k.repo(t, ref)
+	old := snapshot(t, ref)
+	cs := k.cs()
+	var ops []string
+	_, err := apply(ref, cs, k.scope, approveAll(t, cs, k.scope), Options{Write: true, JournalDir: t.TempDir()},
+		hooks{noExchange: noExchange, afterStep: func(op, _ string) error { ops = append(ops, op); return nil }})
+	require.NoError(t, err)
+	newState := snapshot(t, ref)
+	commit := slices.Index(ops, opCommit) + 1
+	for stopAt := 1; stopAt <= len(ops); stopAt++ {
+		repo, journal := t.TempDir(), t.TempDir()
+		k.repo(t, repo)
+		env := []string{"CORRAL_REVIEW_KILL_REPO=" + repo, "CORRAL_REVIEW_KILL_JOURNAL=" + journal,
+			"CORRAL_REVIEW_KILL_SCENARIO=" + strconv.Itoa(ki), "CORRAL_REVIEW_KILL_STEP=" + strconv.Itoa(stopAt)}
+		if noExchange {
+			env = append(env, "CORRAL_REVIEW_KILL_NOEXCHANGE=1")
+		}
+		killChild(t, env, "stopped", 0)
+		if stopAt < len(ops) {
+			require.NotEmpty(t, entries(t, journal), "killed after %s: no journal", ops[stopAt-1])
+		}
+		recs, err := Recover(journal)
+		require.NoError(t, err)
+		want, outcome := old, OutcomeRolledBack
+		if stopAt >= commit {
+			want, outcome = newState, OutcomeCommitted
+		}
+		if stopAt < len(ops) || outcome != OutcomeCommitted {
+			require.Len(t, recs, 1, "killed after %s", ops[stopAt-1])
+			assert.Equal(t, outcome, recs[0].Outcome, "killed after %s: %v", ops[stopAt-1], recs[0].Left)
+		}
+		assert.Equal(t, want, snapshot(t, repo), "killed after step %d (%s)", stopAt, ops[stopAt-1])
+		noLeftovers(t, repo)
+		assert.Empty(t, entries(t, journal), "killed after %s", ops[stopAt-1])
+		// Recovered: the next apply goes through.
+		if outcome == OutcomeRolledBack {
+			_, err := Apply(repo, cs, k.scope, approveAll(t, cs, k.scope), Options{Write: true, JournalDir: journal})
+			require.NoError(t, err, "after a kill after %s", ops[stopAt-1])
+			assert.Equal(t, newState, snapshot(t, repo))
+		}
 	}
 }
 
@@ -814,7 +824,7 @@ func TestPlanSteps(t *testing.T) {
 	}
 	assert.Equal(t, []string{
 		"stage openwiki/.corral-apply-id",
-		"write-temp w0", "write-temp w1", "keep o1",
+		"write-temp w0", "write-temp w1", "keep openwiki/pages/a.md o1",
 		"verify",
 		"delete openwiki/pages/b.md d0",
 		"mkdir openwiki/new",
@@ -880,4 +890,33 @@ func TestRecoverRepositoryReplaced(t *testing.T) {
 	assert.Equal(t, OutcomeRolledBack, recs[0].Outcome)
 	assert.Equal(t, old, snapshot(t, repo))
 	noLeftovers(t, repo)
+}
+
+// BenchmarkApply: a journaled apply of 20 modifies, 10 creates in a new
+// directory and 5 deletes.
+func BenchmarkApply(b *testing.B) {
+	for range b.N {
+		b.StopTimer()
+		repo, journal := b.TempDir(), b.TempDir()
+		var changes []mounts.Change
+		for i := range 20 {
+			p := fmt.Sprintf("openwiki/m/%02d.md", i)
+			createTree(b, repo, "file "+p+" old\\n")
+			changes = append(changes, modify(p, "old\n", "new\n"))
+		}
+		for i := range 10 {
+			changes = append(changes, create(fmt.Sprintf("openwiki/c/%02d.md", i), "c\n"))
+		}
+		for i := range 5 {
+			p := fmt.Sprintf("openwiki/d/%02d.md", i)
+			createTree(b, repo, "file "+p+" d\\n")
+			changes = append(changes, del(p, "d\n"))
+		}
+		cs := set(changes...)
+		a := approveAll(b, cs, dirScope)
+		b.StartTimer()
+		if _, err := Apply(repo, cs, dirScope, a, Options{Write: true, JournalDir: journal}); err != nil {
+			b.Fatal(err)
+		}
+	}
 }

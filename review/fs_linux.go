@@ -299,8 +299,8 @@ func (r *repoFS) deepestDir(rel string) (dir, blocker string, err error) {
 
 // writeFileAt creates the file name in the directory d (O_EXCL,
 // O_NOFOLLOW), writes data, sets mode and, when uid is not -1, the owner,
-// and fsyncs it. A failure removes what it made.
-func writeFileAt(d *dirFD, name string, data []byte, mode uint32, uid, gid int) error {
+// and, with sync, fsyncs it. A failure removes what it made.
+func writeFileAt(d *dirFD, name string, data []byte, mode uint32, uid, gid int, sync bool) error {
 	fd, err := unix.Openat(d.fd, name, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
 	if err != nil {
 		return fmt.Errorf("creating a temporary file in %q: %w", d.rel, err)
@@ -315,7 +315,7 @@ func writeFileAt(d *dirFD, name string, data []byte, mode uint32, uid, gid int) 
 	if werr == nil {
 		werr = unix.Fchmod(fd, mode&0o777)
 	}
-	if werr == nil {
+	if werr == nil && sync {
 		werr = unix.Fsync(fd)
 	}
 	cerr := unix.Close(fd)

@@ -12,7 +12,7 @@ const (
 	opMkdirBase = "mkdir-base" // make a missing directory of the scope's base, shallowest first
 	opStage     = "stage"      // make the staging directory inside the base
 	opTemp      = "write-temp" // write a new content into staging/Temp
-	opKeep      = "keep"       // copy a modified file's base bytes into staging/Keep
+	opKeep      = "keep"       // give a modified file's base a second name (or a copy) at staging/Keep
 	opVerify    = "verify"     // check that nothing moved since the plan
 	opDelete    = "delete"     // move Path aside into staging/Temp
 	opRmdir     = "rmdir"      // remove a directory a created file replaces
@@ -104,7 +104,7 @@ func planSteps(id string, ops []*op, f facts) []*txStep {
 		steps = append(steps, &txStep{Op: opTemp, Temp: temp, After: o.c.after, o: o, data: o.c.ch.After, mode: mode, uid: uid, gid: gid})
 		if o.c.ch.Kind == mounts.ChangeModify {
 			o.keep = fmt.Sprintf("o%d", i)
-			steps = append(steps, &txStep{Op: opKeep, Keep: o.keep, Before: o.c.before, o: o, data: o.c.ch.Before, mode: mode, uid: uid, gid: gid})
+			steps = append(steps, &txStep{Op: opKeep, Path: o.rel, Keep: o.keep, Before: o.c.before, o: o, data: o.c.ch.Before, mode: mode, uid: uid, gid: gid})
 		}
 	}
 	steps = append(steps, &txStep{Op: opVerify})

@@ -149,17 +149,21 @@ func (s *txStep) do(t *tx) error {
 		return t.mkdir(s.Path, s.Mode)
 	case opStage:
 		return t.mkdir(s.Path, s.Mode)
-	case opTemp, opKeep:
+	case opTemp:
 		sd, err := t.r.dir(t.staging)
 		if err != nil {
 			return asProblem(lookupErr(t.staging, err))
 		}
-		name := s.Temp
-		if s.Op == opKeep {
-			name = s.Keep
-		}
-		return writeFileAt(sd, name, s.data, s.mode, s.uid, s.gid)
+		// Made durable, with the staging directory, by the verify step.
+		return writeFileAt(sd, s.Temp, s.data, s.mode, s.uid, s.gid, false)
+	case opKeep:
+		return t.keep(s)
 	case opVerify:
+		// Everything staged reaches the disk before the first step that
+		// changes the repository outside the staging directory.
+		if err := t.syncStaging(); err != nil {
+			return err
+		}
 		return t.verify()
 	case opDelete:
 		return t.delete(s)
@@ -282,6 +286,53 @@ func (t *tx) mkdir(rel string, mode uint32) error {
 		_ = unix.Fchown(d.fd, int(pd.uid), int(pd.gid))
 	}
 	return nil
+}
+
+// keep gives a modified file's base a second name in the staging
+// directory (a hard link: the base's own inode, no copy), from which an
+// undo restores it when the file system has no RENAME_EXCHANGE; where the
+// link is refused, a copy of the base bytes.
+func (t *tx) keep(s *txStep) error {
+	sd, err := t.r.dir(t.staging)
+	if err != nil {
+		return asProblem(lookupErr(t.staging, err))
+	}
+	pd, err := t.r.dir(path.Dir(s.Path))
+	if err != nil {
+		return asProblem(lookupErr(path.Dir(s.Path), err))
+	}
+	if err := unix.Linkat(pd.fd, path.Base(s.Path), sd.fd, s.Keep, 0); err == nil {
+		return nil
+	}
+	return writeFileAt(sd, s.Keep, s.data, s.mode, s.uid, s.gid, false)
+}
+
+// syncStaging makes the staged files and the staging directory durable:
+// one syncfs of their file system, or an fsync of each where syncfs fails.
+func (t *tx) syncStaging() error {
+	sd, err := t.r.dir(t.staging)
+	if err != nil {
+		return asProblem(lookupErr(t.staging, err))
+	}
+	if err := unix.Syncfs(sd.fd); err == nil {
+		return nil
+	}
+	names, err := readDirNames(sd)
+	if err != nil {
+		return err
+	}
+	for _, name := range names {
+		fd, err := unix.Openat(sd.fd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return fmt.Errorf("syncing %s/%s: %w", t.staging, name, err)
+		}
+		err = unix.Fsync(fd)
+		unix.Close(fd)
+		if err != nil {
+			return fmt.Errorf("syncing %s/%s: %w", t.staging, name, err)
+		}
+	}
+	return unix.Fsync(sd.fd)
 }
 
 // verify checks, after the temporary files are written and before any
