@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"github.com/corral-sandbox/corral/allowlist"
-	"github.com/corral-sandbox/corral/mounts"
+	"github.com/corral-sandbox/corral/mounts/changeset"
 	"golang.org/x/sys/unix"
 )
 
@@ -233,7 +233,7 @@ func (l *Logger) Refusal(session, stage string, err error) error {
 }
 
 // ChangeSet records a collected change set by its digest (see Digest).
-func (l *Logger) ChangeSet(session string, cs *mounts.ChangeSet) error {
+func (l *Logger) ChangeSet(session string, cs *changeset.Set) error {
 	if l == nil {
 		return nil
 	}
@@ -261,9 +261,9 @@ func (l *Logger) Apply(session, repo string, dryRun bool, files []string) error 
 // Digest returns the hex sha256 of cs's canonical JSON: the encoding/json
 // form of the set (paths, kinds, content digests, sizes, modes, violations;
 // the content itself is bound through its digests).
-func Digest(cs *mounts.ChangeSet) (string, error) {
+func Digest(cs *changeset.Set) (string, error) {
 	if cs == nil {
-		cs = &mounts.ChangeSet{}
+		cs = &changeset.Set{}
 	}
 	b, err := json.Marshal(cs)
 	if err != nil {

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/corral-sandbox/corral/allowlist"
-	"github.com/corral-sandbox/corral/mounts"
+	"github.com/corral-sandbox/corral/mounts/changeset"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -25,7 +25,7 @@ func TestLoggerEvents(t *testing.T) {
 	require.NoError(t, l.Invocation("s1", []string{"grep", "-rn", "x"}, Allowed, "", 1, 1500*time.Microsecond, []string{"timeout"}))
 	require.NoError(t, l.Invocation("s1", []string{"sh", "-c", "id"}, Refused, "sh is never allowed", -1, 0, nil))
 	require.NoError(t, l.Refusal("s1", "invocation", &allowlist.Refusal{Kind: allowlist.KindCmd, Rule: "sh is never allowed"}))
-	cs := &mounts.ChangeSet{Changes: []mounts.Change{{Path: "openwiki/a.md", Kind: mounts.ChangeCreate, AfterSHA256: "ab"}}}
+	cs := &changeset.Set{Changes: []changeset.Change{{Path: "openwiki/a.md", Kind: changeset.Create, AfterSHA256: "ab"}}}
 	require.NoError(t, l.ChangeSet("s1", cs))
 	require.NoError(t, l.Approval("s1", "openwiki/a.md", "create", "0123456789abcdef", "medium", "", "ab"))
 	require.NoError(t, l.Apply("s1", "/repo", false, []string{"openwiki/a.md"}))

@@ -26,6 +26,7 @@ import (
 	"github.com/corral-sandbox/corral/allowlist"
 	"github.com/corral-sandbox/corral/internal/testutil"
 	"github.com/corral-sandbox/corral/mounts"
+	"github.com/corral-sandbox/corral/mounts/changeset"
 	"github.com/corral-sandbox/corral/profiles"
 	"github.com/corral-sandbox/corral/review"
 	"github.com/corral-sandbox/corral/sandbox"
@@ -414,7 +415,7 @@ var caseTests = map[string]func(h *harness){
 		require.NoError(h.t, err)
 		require.NoError(h.t, cs.Err())
 		require.Equal(h.t, []string{"create openwiki/%2e%2e/x", "create openwiki/.. /x"}, summary(cs))
-		patch, err := mounts.Patch(cs)
+		patch, err := changeset.Patch(cs)
 		require.NoError(h.t, err)
 		gitApplyCheck(h.t, h.repo, patch)
 	},
@@ -645,13 +646,13 @@ var caseTests = map[string]func(h *harness){
 		// Each is rejected from the change set, or is a change that
 		// review classes high-risk (needs explicit approval).
 		for _, o := range parseOps(h.t, h.c.Input.Ops) {
-			rejected := slices.ContainsFunc(cs.Violations, func(v mounts.Violation) bool {
+			rejected := slices.ContainsFunc(cs.Violations, func(v changeset.Problem) bool {
 				return v.Path == o.path || strings.HasPrefix(o.path, v.Path+"/")
 			})
 			if rejected {
 				continue
 			}
-			i := slices.IndexFunc(cs.Changes, func(c mounts.Change) bool { return c.Path == o.path })
+			i := slices.IndexFunc(cs.Changes, func(c changeset.Change) bool { return c.Path == o.path })
 			require.GreaterOrEqual(h.t, i, 0, "%s is neither a change nor rejected", o.path)
 			risk := review.Classify(cs.Changes[i], s.Scope)
 			require.Equal(h.t, review.High, risk.Level, "%s: %v", o.path, risk.Reasons)
@@ -780,7 +781,7 @@ var caseTests = map[string]func(h *harness){
 		// Whiteouts are deletions inside the scope; the directory that
 		// became a file is shown as the deletion of each file plus a create.
 		require.Equal(h.t, []string{"delete openwiki/old.md", "create openwiki/pages", "delete openwiki/pages/a.md", "delete openwiki/pages/b.md"}, summary(cs))
-		patch, err := mounts.Patch(cs)
+		patch, err := changeset.Patch(cs)
 		require.NoError(h.t, err)
 		gitApplyCheck(h.t, h.repo, patch)
 		require.Len(h.t, h.c.Input.UpperDirExtra, 1)
@@ -1535,7 +1536,7 @@ func (h *harness) craftedLayer() {
 	// a block device.
 	require.NoError(t, unix.Mkfifo(filepath.Join(upper, "p"), 0o600))
 	require.NoError(t, unix.Mknod(filepath.Join(upper, "blk"), unix.S_IFBLK|0o600, int(unix.Mkdev(7, 0))))
-	cs, err := mounts.Collect(upper, base, sandbox.DefaultWriteDir, mounts.DefaultLimits())
+	cs, err := changeset.Collect(upper, base, sandbox.DefaultWriteDir, changeset.DefaultLimits())
 	require.NoError(t, err)
 	h.requireViolations(cs, map[string]string{
 		"openwiki/.git":    "hidden path (.git)",

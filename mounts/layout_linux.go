@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/containerd/errdefs"
+	"github.com/corral-sandbox/corral/mounts/hidden"
 	"github.com/moby/sys/mountinfo"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"golang.org/x/sys/unix"
@@ -184,7 +185,7 @@ func checkLinksInside(repo, writeDir string) error {
 // Prepare builds the session's host side under dir, which must not exist
 // yet, from the hidden set computed at session start. On error everything
 // it made is undone.
-func Prepare(dir string, plan Plan, hidden *HiddenSet) (l *Layout, retErr error) {
+func Prepare(dir string, plan Plan, hidden *hidden.Set) (l *Layout, retErr error) {
 	if strings.ContainsAny(dir, ":,\n") {
 		return nil, fmt.Errorf("state directory %q: %w: it may not contain ':', ',' or newlines (overlay options)", dir, errdefs.ErrInvalidArgument)
 	}
@@ -330,7 +331,7 @@ func mirrorAttrs(src, dst string) error {
 	return unix.UtimesNanoAt(unix.AT_FDCWD, dst, []unix.Timespec{st.Atim, st.Mtim}, unix.AT_SYMLINK_NOFOLLOW)
 }
 
-func buildWhiteouts(l *Layout, hidden *HiddenSet) error {
+func buildWhiteouts(l *Layout, hidden *hidden.Set) error {
 	if err := mirrorDir(l, "."); err != nil {
 		return err
 	}

@@ -11,7 +11,7 @@ import (
 
 	"github.com/corral-sandbox/corral/allowlist"
 	"github.com/corral-sandbox/corral/audit"
-	"github.com/corral-sandbox/corral/mounts"
+	"github.com/corral-sandbox/corral/mounts/changeset"
 	"golang.org/x/sys/unix"
 )
 
@@ -30,8 +30,8 @@ type Options struct {
 	// changes).
 	DryRunOnly []Level
 	// Limits cap the change set as at collection; zero fields take
-	// mounts.DefaultLimits.
-	Limits mounts.Limits
+	// changeset.DefaultLimits.
+	Limits changeset.Limits
 	// Audit, when set, records each approval used, the apply, and each
 	// refusal or conflict.
 	Audit *audit.Logger
@@ -70,14 +70,14 @@ type op struct {
 	stash    string
 }
 
-func (o *op) write() bool { return o.c.ch.Kind != mounts.ChangeDelete }
+func (o *op) write() bool { return o.c.ch.Kind != changeset.Delete }
 
 // Preview validates cs as Apply does and checks every change against the
 // repository without writing anything: each Item says pending,
 // dry-run-only, conflict or refused. The report is returned with a
 // *ConflictError or *RefusedError when some change cannot be applied as it
 // stands; validation failures return no report.
-func Preview(repo string, cs *mounts.ChangeSet, scope allowlist.Scope, opts Options) (*Report, error) {
+func Preview(repo string, cs *changeset.Set, scope allowlist.Scope, opts Options) (*Report, error) {
 	cks, err := validate(cs, scope, opts.View, opts.Limits)
 	if err != nil {
 		opts.Audit.Refusal(opts.Session, "review", err)
@@ -92,7 +92,7 @@ func Preview(repo string, cs *mounts.ChangeSet, scope allowlist.Scope, opts Opti
 	var conflicts, refusals []Problem
 	approvedDeletes := map[string]bool{}
 	for i := range cks {
-		if cks[i].ch.Kind == mounts.ChangeDelete {
+		if cks[i].ch.Kind == changeset.Delete {
 			approvedDeletes[cks[i].ch.Path] = true
 		}
 	}
@@ -111,10 +111,10 @@ func Preview(repo string, cs *mounts.ChangeSet, scope allowlist.Scope, opts Opti
 			it.Detail = re.reason
 			if re.refuse {
 				it.Status = StatusRefused
-				refusals = append(refusals, Problem{Path: printable(re.path), Reason: re.reason})
+				refusals = append(refusals, Problem{Path: changeset.Printable(re.path), Reason: re.reason})
 			} else {
 				it.Status = StatusConflict
-				conflicts = append(conflicts, Problem{Path: printable(re.path), Reason: re.reason})
+				conflicts = append(conflicts, Problem{Path: changeset.Printable(re.path), Reason: re.reason})
 			}
 		}
 		rep.Items = append(rep.Items, it)
@@ -176,7 +176,7 @@ func Preview(repo string, cs *mounts.ChangeSet, scope allowlist.Scope, opts Opti
 // (errdefs.ErrFailedPrecondition), ErrNoApproval, *RollbackError,
 // errdefs.ErrInvalidArgument for a bad scope or nil set, or a system call's
 // failure.
-func Apply(repo string, cs *mounts.ChangeSet, scope allowlist.Scope, approvals []Approval, opts Options) (rep *Report, retErr error) {
+func Apply(repo string, cs *changeset.Set, scope allowlist.Scope, approvals []Approval, opts Options) (rep *Report, retErr error) {
 	defer func() {
 		if retErr != nil {
 			opts.Audit.Refusal(opts.Session, "apply", retErr)
@@ -255,13 +255,13 @@ func matchApprovals(cks []checked, approvals []Approval, dryRunOnly []Level) (ma
 		c, ok := byPath[a.Path]
 		switch {
 		case !ok:
-			problems = append(problems, Problem{Path: printable(a.Path), Reason: "approval for a path the change set does not change"})
+			problems = append(problems, Problem{Path: changeset.Printable(a.Path), Reason: "approval for a path the change set does not change"})
 		case a.Kind != c.ch.Kind || a.BeforeSHA256 != c.before || a.AfterSHA256 != c.after:
-			problems = append(problems, Problem{Path: printable(a.Path), Reason: fmt.Sprintf("approval is for other content (approved %s %.12s..%.12s, change is %s %.12s..%.12s)", a.Kind, a.BeforeSHA256, a.AfterSHA256, c.ch.Kind, c.before, c.after)})
+			problems = append(problems, Problem{Path: changeset.Printable(a.Path), Reason: fmt.Sprintf("approval is for other content (approved %s %.12s..%.12s, change is %s %.12s..%.12s)", a.Kind, a.BeforeSHA256, a.AfterSHA256, c.ch.Kind, c.before, c.after)})
 		case a.Risk != c.risk.Level:
-			problems = append(problems, Problem{Path: printable(a.Path), Reason: fmt.Sprintf("approval was given for risk %s but the change is %s: %s", a.Risk, c.risk.Level, strings.Join(c.risk.Reasons, "; "))})
+			problems = append(problems, Problem{Path: changeset.Printable(a.Path), Reason: fmt.Sprintf("approval was given for risk %s but the change is %s: %s", a.Risk, c.risk.Level, strings.Join(c.risk.Reasons, "; "))})
 		case slices.Contains(dryRunOnly, c.risk.Level):
-			problems = append(problems, Problem{Path: printable(a.Path), Reason: fmt.Sprintf("%s-risk changes are dry-run only and are never applied", c.risk.Level)})
+			problems = append(problems, Problem{Path: changeset.Printable(a.Path), Reason: fmt.Sprintf("%s-risk changes are dry-run only and are never applied", c.risk.Level)})
 		default:
 			approved[a.Path] = true
 		}
@@ -277,7 +277,7 @@ func matchApprovals(cks []checked, approvals []Approval, dryRunOnly []Level) (ma
 func plan(r *repoFS, cks []checked, approved map[string]bool) ([]*op, error) {
 	deletes := map[string]bool{}
 	for i := range cks {
-		if approved[cks[i].ch.Path] && cks[i].ch.Kind == mounts.ChangeDelete {
+		if approved[cks[i].ch.Path] && cks[i].ch.Kind == changeset.Delete {
 			deletes[cks[i].ch.Path] = true
 		}
 	}
@@ -294,7 +294,7 @@ func plan(r *repoFS, cks []checked, approved map[string]bool) ([]*op, error) {
 			if !errors.As(err, &re) {
 				return nil, err
 			}
-			p := Problem{Path: printable(re.path), Reason: re.reason}
+			p := Problem{Path: changeset.Printable(re.path), Reason: re.reason}
 			if re.refuse {
 				refusals = append(refusals, p)
 			} else {
@@ -322,7 +322,7 @@ func checkBase(r *repoFS, o *op, deletes map[string]bool) error {
 	conflict := func(format string, args ...any) error {
 		return &repoError{path: o.rel, reason: fmt.Sprintf(format, args...)}
 	}
-	if c.ch.Kind == mounts.ChangeCreate {
+	if c.ch.Kind == changeset.Create {
 		n, err := r.lstat(o.rel)
 		if err != nil {
 			return err
@@ -348,8 +348,8 @@ func checkBase(r *repoFS, o *op, deletes map[string]bool) error {
 		return err
 	case !exists:
 		return conflict("no longer exists in the repository")
-	case sha256Hex(data) != c.before:
-		return conflict("changed in the repository since the change set was made (base sha256 %.12s, repository has %.12s)", c.before, sha256Hex(data))
+	case changeset.SHA256(data) != c.before:
+		return conflict("changed in the repository since the change set was made (base sha256 %.12s, repository has %.12s)", c.before, changeset.SHA256(data))
 	}
 	o.orig = st
 	return nil
@@ -379,7 +379,7 @@ func (u undoStack) run() []Problem {
 	var left []Problem
 	for i := len(u) - 1; i >= 0; i-- {
 		if err := u[i].fn(); err != nil {
-			left = append(left, Problem{Path: printable(u[i].rel), Reason: err.Error()})
+			left = append(left, Problem{Path: changeset.Printable(u[i].rel), Reason: err.Error()})
 		}
 	}
 	return left
@@ -454,7 +454,7 @@ func commit(r *repoFS, ops []*op, scope allowlist.Scope, opts Options) (retErr e
 			return asProblem(err)
 		}
 		mode, uid, gid := uint32(0o644), -1, -1
-		if o.c.ch.Kind == mounts.ChangeModify {
+		if o.c.ch.Kind == changeset.Modify {
 			mode, uid, gid = o.orig.Mode&0o777, int(o.orig.Uid), int(o.orig.Gid)
 		} else if os.Geteuid() == 0 {
 			// root writes files that belong to the repository's owner.
@@ -488,7 +488,7 @@ func commit(r *repoFS, ops []*op, scope allowlist.Scope, opts Options) (retErr e
 		return asProblem(err)
 	}
 	for _, o := range ops {
-		if o.c.ch.Kind == mounts.ChangeCreate {
+		if o.c.ch.Kind == changeset.Create {
 			continue
 		}
 		data, st, exists, err := r.readFile(o.rel, int64(len(o.c.ch.Before)))
@@ -496,7 +496,7 @@ func commit(r *repoFS, ops []*op, scope allowlist.Scope, opts Options) (retErr e
 			return asProblem(err)
 		}
 		if !exists || st.Ino != o.orig.Ino || st.Dev != o.orig.Dev || !bytes.Equal(data, o.c.ch.Before) {
-			return &ConflictError{Problems: []Problem{{Path: printable(o.rel), Reason: "changed in the repository during apply"}}}
+			return &ConflictError{Problems: []Problem{{Path: changeset.Printable(o.rel), Reason: "changed in the repository during apply"}}}
 		}
 	}
 
@@ -534,7 +534,7 @@ func commit(r *repoFS, ops []*op, scope allowlist.Scope, opts Options) (retErr e
 			o.stash = ""
 			return nil
 		})
-		if err := checkMoved(sd.fd, stash, o); err != nil {
+		if err := checkMoved(sd, stash, o); err != nil {
 			return err
 		}
 		if err := step("delete", o.rel); err != nil {
@@ -549,7 +549,7 @@ func commit(r *repoFS, ops []*op, scope allowlist.Scope, opts Options) (retErr e
 		mode := r.dirs[p].mode & 0o7777
 		if err := unix.Unlinkat(pd.fd, path.Base(p), unix.AT_REMOVEDIR); err != nil {
 			if errors.Is(err, unix.ENOTEMPTY) || errors.Is(err, unix.EEXIST) {
-				return &ConflictError{Problems: []Problem{{Path: printable(p), Reason: "directory holds files the change set does not delete"}}}
+				return &ConflictError{Problems: []Problem{{Path: changeset.Printable(p), Reason: "directory holds files the change set does not delete"}}}
 			}
 			return fmt.Errorf("removing directory %q: %w", p, err)
 		}
@@ -571,7 +571,7 @@ func commit(r *repoFS, ops []*op, scope allowlist.Scope, opts Options) (retErr e
 		}
 		if err := unix.Mkdirat(pd.fd, path.Base(p), 0o755); err != nil {
 			if errors.Is(err, unix.EEXIST) {
-				return &ConflictError{Problems: []Problem{{Path: printable(p), Reason: "appeared in the repository during apply"}}}
+				return &ConflictError{Problems: []Problem{{Path: changeset.Printable(p), Reason: "appeared in the repository during apply"}}}
 			}
 			return fmt.Errorf("making directory %q: %w", p, err)
 		}
@@ -640,10 +640,10 @@ func renameIn(r *repoFS, o *op, undo *undoStack, noExchange bool) error {
 		return asProblem(err)
 	}
 	tmp := o.tmpName
-	if o.c.ch.Kind == mounts.ChangeCreate {
+	if o.c.ch.Kind == changeset.Create {
 		if err := unix.Renameat2(td.fd, tmp, pd.fd, o.name, unix.RENAME_NOREPLACE); err != nil {
 			if errors.Is(err, unix.EEXIST) {
-				return &ConflictError{Problems: []Problem{{Path: printable(o.rel), Reason: "appeared in the repository during apply"}}}
+				return &ConflictError{Problems: []Problem{{Path: changeset.Printable(o.rel), Reason: "appeared in the repository during apply"}}}
 			}
 			return fmt.Errorf("creating %q: %w", o.rel, err)
 		}
@@ -665,7 +665,7 @@ func renameIn(r *repoFS, o *op, undo *undoStack, noExchange bool) error {
 				}
 				return nil
 			})
-			return checkMoved(td.fd, tmp, o)
+			return checkMoved(td, tmp, o)
 		}
 		if !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOSYS) && !errors.Is(err, unix.EOPNOTSUPP) {
 			return fmt.Errorf("replacing %q: %w", o.rel, err)
@@ -673,7 +673,7 @@ func renameIn(r *repoFS, o *op, undo *undoStack, noExchange bool) error {
 	}
 	// No RENAME_EXCHANGE here: check the base once more, replace, and keep
 	// the base bytes to restore.
-	if err := checkMoved(pd.fd, o.name, o); err != nil {
+	if err := checkMoved(pd, o.name, o); err != nil {
 		return err
 	}
 	if err := unix.Renameat(td.fd, tmp, pd.fd, o.name); err != nil {
@@ -693,15 +693,15 @@ func renameIn(r *repoFS, o *op, undo *undoStack, noExchange bool) error {
 	return nil
 }
 
-// checkMoved verifies that the file at name in dirfd is o's original: the
+// checkMoved verifies that the file at name in d is o's original: the
 // inode checked before and the base bytes.
-func checkMoved(dirfd int, name string, o *op) error {
-	data, st, exists, err := readAt(dirfd, name, o.rel, int64(len(o.c.ch.Before)))
+func checkMoved(d *dirFD, name string, o *op) error {
+	data, st, exists, err := readAt(d, name, o.rel, int64(len(o.c.ch.Before)))
 	if err != nil {
 		return asProblem(err)
 	}
 	if !exists || st.Ino != o.orig.Ino || st.Dev != o.orig.Dev || !bytes.Equal(data, o.c.ch.Before) {
-		return &ConflictError{Problems: []Problem{{Path: printable(o.rel), Reason: "changed in the repository during apply"}}}
+		return &ConflictError{Problems: []Problem{{Path: changeset.Printable(o.rel), Reason: "changed in the repository during apply"}}}
 	}
 	return nil
 }
@@ -734,7 +734,7 @@ func asProblem(err error) error {
 	if !errors.As(err, &re) {
 		return err
 	}
-	p := []Problem{{Path: printable(re.path), Reason: re.reason}}
+	p := []Problem{{Path: changeset.Printable(re.path), Reason: re.reason}}
 	if re.refuse {
 		return &RefusedError{Problems: p}
 	}

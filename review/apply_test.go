@@ -17,7 +17,7 @@ import (
 	"github.com/containerd/errdefs"
 	"github.com/corral-sandbox/corral/allowlist"
 	"github.com/corral-sandbox/corral/audit"
-	"github.com/corral-sandbox/corral/mounts"
+	"github.com/corral-sandbox/corral/mounts/changeset"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -30,7 +30,7 @@ const (
 
 // mixed is a change set with a modify, a create in a new directory and a
 // delete.
-func mixed() *mounts.ChangeSet {
+func mixed() *changeset.Set {
 	return set(
 		modify("openwiki/pages/a.md", aBefore, "# A\n\nuno\n"),
 		create("openwiki/new/deep/c.md", "# C\n"),
@@ -158,7 +158,7 @@ func TestApplyApprovalBoundToContent(t *testing.T) {
 	assert.Equal(t, approvals, got)
 
 	// An approval for a path the set does not change.
-	_, err = Apply(repo, reviewed, dirScope, append(approvals, Approval{Path: "openwiki/x.md", Kind: mounts.ChangeCreate}), Options{Write: true})
+	_, err = Apply(repo, reviewed, dirScope, append(approvals, Approval{Path: "openwiki/x.md", Kind: changeset.Create}), Options{Write: true})
 	require.ErrorAs(t, err, &refused)
 	assert.Equal(t, before, snapshot(t, repo))
 }
@@ -215,7 +215,7 @@ func TestApplyRiskRecomputed(t *testing.T) {
 		repo := newRepo(t)
 		before := snapshot(t, repo)
 		ch := modify("openwiki/pages/a.md", aBefore, "# A\n")
-		ch.AfterSHA256 = sha256Hex([]byte("something reviewed\n"))
+		ch.AfterSHA256 = changeset.SHA256([]byte("something reviewed\n"))
 		_, err := Apply(repo, set(ch), dirScope, []Approval{{Path: ch.Path, Kind: ch.Kind, BeforeSHA256: ch.BeforeSHA256, AfterSHA256: ch.AfterSHA256, Risk: Low}}, Options{Write: true})
 		var refused *RefusedError
 		require.ErrorAs(t, err, &refused)
@@ -238,16 +238,16 @@ func TestApplyRiskRecomputed(t *testing.T) {
 func TestApplyRefusesInvalidSets(t *testing.T) {
 	tests := []struct {
 		name  string
-		cs    *mounts.ChangeSet
+		cs    *changeset.Set
 		scope allowlist.Scope
 		want  string
 	}{
-		{"violation", &mounts.ChangeSet{Changes: []mounts.Change{modify("openwiki/pages/a.md", aBefore, "x\n")}, Violations: []mounts.Violation{{Path: "openwiki/r", Reason: "symbolic link"}}}, dirScope, "symbolic link"},
+		{"violation", &changeset.Set{Changes: []changeset.Change{modify("openwiki/pages/a.md", aBefore, "x\n")}, Violations: []changeset.Problem{{Path: "openwiki/r", Reason: "symbolic link"}}}, dirScope, "symbolic link"},
 		{"outside scope", set(modify("README.md", "readme\n", "x\n")), dirScope, "outside the write scope"},
 		{"escape", set(create("openwiki/../x.md", "x\n")), dirScope, "canonical"},
 		{"page mode sibling", set(modify("openwiki/pages/b.md", bBefore, "x\n")), allowlist.Scope{Page: "openwiki/pages/a.md"}, "only the assigned page"},
 		{"read-only", set(modify("openwiki/pages/a.md", aBefore, "x\n")), allowlist.Scope{ReadOnly: true}, "read-only"},
-		{"executable", func() *mounts.ChangeSet {
+		{"executable", func() *changeset.Set {
 			c := create("openwiki/x.md", "x\n")
 			c.Mode = 0o755
 			return set(c)
@@ -393,7 +393,7 @@ func TestApplySymlinkSwappedIn(t *testing.T) {
 		createTree(t, outside, "file x.md x\\n")
 		require.NoError(t, os.Symlink(outside, filepath.Join(repo, "openwiki/linked")))
 		outsideBefore, before := snapshot(t, outside), snapshot(t, repo)
-		for _, cs := range []*mounts.ChangeSet{
+		for _, cs := range []*changeset.Set{
 			set(create("openwiki/linked/y.md", "y\n")),
 			set(modify("openwiki/linked/x.md", "x\n", "pwned\n")),
 			set(create("openwiki/linked/new/z.md", "z\n")),
@@ -542,8 +542,8 @@ func TestApplyAudit(t *testing.T) {
 
 // killedRepo builds the repository of the killed-apply tests: n pages of
 // sizeable content, and a change set rewriting every one.
-func killedRepo(t testing.TB, repo string, n int) *mounts.ChangeSet {
-	var changes []mounts.Change
+func killedRepo(t testing.TB, repo string, n int) *changeset.Set {
+	var changes []changeset.Change
 	for i := range n {
 		p := fmt.Sprintf("openwiki/pages/p%02d.md", i)
 		old := strings.Repeat(fmt.Sprintf("old %d\n", i), 20000)

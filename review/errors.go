@@ -5,17 +5,16 @@ import (
 	"strings"
 
 	"github.com/containerd/errdefs"
+	"github.com/corral-sandbox/corral/mounts/changeset"
 )
 
 // ErrNoApproval is returned by Apply when no change of the set is approved:
 // nothing is written. It wraps errdefs.ErrPermissionDenied.
 var ErrNoApproval = errors.Join(errors.New("no approved change"), errdefs.ErrPermissionDenied)
 
-// Problem is one path and the reason it stops an apply.
-type Problem struct {
-	Path   string `json:"path"`
-	Reason string `json:"reason"`
-}
+// Problem is one path and the reason it stops an apply: the change set's
+// own problem type.
+type Problem = changeset.Problem
 
 // RefusedError is a change set, patch or approval refused by policy: a path
 // outside the scope or with a forbidden name, a violation from collection, a

@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/corral-sandbox/corral/allowlist"
-	"github.com/corral-sandbox/corral/mounts"
+	"github.com/corral-sandbox/corral/mounts/changeset"
 	"github.com/corral-sandbox/corral/profiles"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -15,7 +15,7 @@ func TestClassify(t *testing.T) {
 	page := allowlist.Scope{Page: "openwiki/pages/a.md"}
 	tests := []struct {
 		name   string
-		ch     mounts.Change
+		ch     changeset.Change
 		scope  allowlist.Scope
 		want   Level
 		reason string
@@ -81,7 +81,7 @@ func TestClassifyAgentConfigIsHigh(t *testing.T) {
 	}
 }
 
-// The name rules here and in mounts agree: a path mounts.Patch refuses is
+// The name rules here and in mounts agree: a path changeset.Patch refuses is
 // refused here, and the reverse.
 func TestNameRulesMatchMounts(t *testing.T) {
 	for _, name := range []string{
@@ -90,7 +90,7 @@ func TestNameRulesMatchMounts(t *testing.T) {
 		"a\u200bb.md", "a\u2028b.md", "a\x7fb.md", "é.md", "a b.md", ".hidden", "x..md", "...",
 	} {
 		cs := set(create("openwiki/"+name+"/x.md", "x\n"))
-		_, perr := mounts.Patch(cs)
+		_, perr := changeset.Patch(cs)
 		reason := checkPath("openwiki/"+name+"/x.md", dirScope, nil)
 		assert.Equal(t, perr != nil, reason != "", "%q: mounts says %v, review says %q", name, perr, reason)
 	}

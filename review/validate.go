@@ -2,18 +2,14 @@ package review
 
 import (
 	"bytes"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"path"
 	"slices"
 	"strings"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/containerd/errdefs"
 	"github.com/corral-sandbox/corral/allowlist"
-	"github.com/corral-sandbox/corral/mounts"
+	"github.com/corral-sandbox/corral/mounts/changeset"
 )
 
 // checkScope validates the trusted write scope: exactly one of Dir and Page,
@@ -42,7 +38,7 @@ func checkScope(scope allowlist.Scope) error {
 // checkPath applies the write policy to one repo-relative path taken from a
 // change set or patch and returns "" or the reason it is refused: the same
 // canonicalisation as every write (allowlist.CleanPath, and the path must
-// already be in canonical spelling), the name rules of mounts.Collect for
+// already be in canonical spelling), the name rules of changeset.Collect for
 // each component, the scope by whole components (exactly the page in page
 // mode), and, when view is not nil, allowlist.CheckWrite (hidden paths,
 // .git and .claims at any depth, symlinks the view resolves out of scope).
@@ -61,7 +57,7 @@ func checkPath(p string, scope allowlist.Scope, view allowlist.View) string {
 		return "the repository root is not a file"
 	}
 	for _, name := range strings.Split(p, "/") {
-		if reason := checkName(name); reason != "" {
+		if reason := changeset.CheckName(name); reason != "" {
 			return reason
 		}
 	}
@@ -84,14 +80,10 @@ func checkPath(p string, scope allowlist.Scope, view allowlist.View) string {
 	return ""
 }
 
-// checkName is the per-component name rule of mounts.Collect, applied
-// again at review (see mounts.CheckName).
-func checkName(name string) string { return mounts.CheckName(name) }
-
 // checked is a change that passed validation, with its digests recomputed
 // from its bytes.
 type checked struct {
-	ch     mounts.Change
+	ch     changeset.Change
 	before string // sha256 of ch.Before, "" for a create
 	after  string // sha256 of ch.After, "" for a delete
 	risk   Risk
@@ -102,7 +94,7 @@ type checked struct {
 // lim, trusting none of its metadata, and returns each change with its
 // digests and risk recomputed from the bytes, in path order. Every problem
 // found is listed in one *RefusedError.
-func validate(cs *mounts.ChangeSet, scope allowlist.Scope, view allowlist.View, lim mounts.Limits) ([]checked, error) {
+func validate(cs *changeset.Set, scope allowlist.Scope, view allowlist.View, lim changeset.Limits) ([]checked, error) {
 	if err := checkScope(scope); err != nil {
 		return nil, err
 	}
@@ -111,18 +103,18 @@ func validate(cs *mounts.ChangeSet, scope allowlist.Scope, view allowlist.View, 
 	}
 	var problems []Problem
 	refuse := func(p, format string, args ...any) {
-		problems = append(problems, Problem{Path: printable(p), Reason: fmt.Sprintf(format, args...)})
+		problems = append(problems, Problem{Path: changeset.Printable(p), Reason: fmt.Sprintf(format, args...)})
 	}
 	for _, v := range cs.Violations {
 		problems = append(problems, Problem{Path: v.Path, Reason: "rejected at collection: " + v.Reason})
 	}
-	lim = withDefaults(lim)
+	lim = lim.WithDefaults()
 	if len(cs.Changes) > lim.MaxFiles {
 		refuse(".", "more than %d changes", lim.MaxFiles)
 		return nil, &RefusedError{Problems: problems}
 	}
 	changes := slices.Clone(cs.Changes)
-	slices.SortStableFunc(changes, func(a, b mounts.Change) int { return strings.Compare(a.Path, b.Path) })
+	slices.SortStableFunc(changes, func(a, b changeset.Change) int { return strings.Compare(a.Path, b.Path) })
 	out := make([]checked, 0, len(changes))
 	var total int64
 	for i, ch := range changes {
@@ -142,11 +134,11 @@ func validate(cs *mounts.ChangeSet, scope allowlist.Scope, view allowlist.View, 
 		c := checked{ch: ch}
 		hasBefore, hasAfter := false, false
 		switch ch.Kind {
-		case mounts.ChangeCreate:
+		case changeset.Create:
 			hasAfter = true
-		case mounts.ChangeModify:
+		case changeset.Modify:
 			hasBefore, hasAfter = true, true
-		case mounts.ChangeDelete:
+		case changeset.Delete:
 			hasBefore = true
 			if scope.Page != "" {
 				refuse(p, "page mode cannot delete the page")
@@ -166,15 +158,15 @@ func validate(cs *mounts.ChangeSet, scope allowlist.Scope, view allowlist.View, 
 			case int64(len(data)) > lim.MaxFileBytes:
 				refuse(p, "%s content of %d bytes exceeds the limit of %d bytes", name, len(data), lim.MaxFileBytes)
 				bad = true
-			case claimed != sha256Hex(data):
+			case claimed != changeset.SHA256(data):
 				refuse(p, "%s sha256 %q does not match its bytes", name, claimed)
 				bad = true
-			case isBinary(data):
+			case changeset.IsBinary(data):
 				refuse(p, "%s content is binary (a NUL byte or invalid UTF-8)", name)
 				bad = true
 			default:
 				total += int64(len(data))
-				return sha256Hex(data)
+				return changeset.SHA256(data)
 			}
 			return ""
 		}
@@ -183,7 +175,7 @@ func validate(cs *mounts.ChangeSet, scope allowlist.Scope, view allowlist.View, 
 		switch {
 		case bad:
 			continue
-		case ch.Kind == mounts.ChangeModify && bytes.Equal(ch.Before, ch.After):
+		case ch.Kind == changeset.Modify && bytes.Equal(ch.Before, ch.After):
 			refuse(p, "a modify without a content change")
 			continue
 		case ch.Mode&^0o777 != 0 || ch.Mode&0o111 != 0:
@@ -205,12 +197,12 @@ func validate(cs *mounts.ChangeSet, scope allowlist.Scope, view allowlist.View, 
 	// deleted directory a file: those are type changes.)
 	written := map[string]bool{}
 	for _, c := range out {
-		if c.ch.Kind != mounts.ChangeDelete {
+		if c.ch.Kind != changeset.Delete {
 			written[c.ch.Path] = true
 		}
 	}
 	for _, c := range out {
-		if c.ch.Kind == mounts.ChangeDelete {
+		if c.ch.Kind == changeset.Delete {
 			continue
 		}
 		for d := path.Dir(c.ch.Path); d != "." && d != "/"; d = path.Dir(d) {
@@ -237,45 +229,4 @@ func depthBelow(p string, scope allowlist.Scope) int {
 		n -= strings.Count(base, "/") + 1
 	}
 	return n
-}
-
-func withDefaults(l mounts.Limits) mounts.Limits {
-	d := mounts.DefaultLimits()
-	if l.MaxFileBytes <= 0 {
-		l.MaxFileBytes = d.MaxFileBytes
-	}
-	if l.MaxTotalBytes <= 0 {
-		l.MaxTotalBytes = d.MaxTotalBytes
-	}
-	if l.MaxFiles <= 0 {
-		l.MaxFiles = d.MaxFiles
-	}
-	if l.MaxDepth <= 0 {
-		l.MaxDepth = d.MaxDepth
-	}
-	return l
-}
-
-func sha256Hex(b []byte) string {
-	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:])
-}
-
-// isBinary reports content a text patch cannot carry: a NUL byte or invalid
-// UTF-8.
-func isBinary(b []byte) bool {
-	return bytes.IndexByte(b, 0) >= 0 || !utf8.Valid(b)
-}
-
-// printable returns p, or p Go-quoted when it is not safe to print.
-func printable(p string) string {
-	if !utf8.ValidString(p) || strings.HasPrefix(p, `"`) {
-		return fmt.Sprintf("%+q", p)
-	}
-	for _, r := range p {
-		if unicode.Is(unicode.Cc, r) || unicode.Is(unicode.Cf, r) || r == '\u2028' || r == '\u2029' {
-			return fmt.Sprintf("%+q", p)
-		}
-	}
-	return p
 }

@@ -18,6 +18,8 @@ import (
 	"github.com/corral-sandbox/corral/allowlist"
 	"github.com/corral-sandbox/corral/audit"
 	"github.com/corral-sandbox/corral/mounts"
+	"github.com/corral-sandbox/corral/mounts/changeset"
+	"github.com/corral-sandbox/corral/mounts/hidden"
 	"github.com/corral-sandbox/corral/profiles"
 	"github.com/corral-sandbox/corral/seccomp"
 )
@@ -55,8 +57,8 @@ type Policy struct {
 	Profile *profiles.Profile
 
 	limits profiles.Limits
-	hidden *mounts.HiddenSet
-	view   *mounts.View
+	hidden *hidden.Set
+	view   *hidden.View
 	plan   mounts.Plan
 }
 
@@ -96,7 +98,7 @@ type Session struct {
 	warm bool
 	// watch notices files created in the repository after the start
 	// (long-lived processes); nil in one-call processes.
-	watch   *mounts.Watcher
+	watch   *hidden.Watcher
 	readyMu sync.Mutex
 	ready   *container
 	closing bool
@@ -114,7 +116,7 @@ func NewPolicy(cfg SessionConfig) (*Policy, error) {
 
 // newPolicy is NewPolicy with the hidden set computed when the session
 // was created (nil: compute it now from the base repository).
-func newPolicy(cfg SessionConfig, hidden *mounts.HiddenSet) (*Policy, error) {
+func newPolicy(cfg SessionConfig, hs *hidden.Set) (*Policy, error) {
 	if cfg.Profile == nil {
 		return nil, fmt.Errorf("session: %w: no profile", errdefs.ErrInvalidArgument)
 	}
@@ -152,15 +154,15 @@ func newPolicy(cfg SessionConfig, hidden *mounts.HiddenSet) (*Policy, error) {
 	if err := mounts.CheckStart(plan); err != nil {
 		return nil, err
 	}
-	if hidden == nil {
-		hidden, err = mounts.ComputeHidden(repo, mounts.HideOptions{
+	if hs == nil {
+		hs, err = hidden.Compute(repo, hidden.Options{
 			IgnoreFileName: ".openwikiignore", WriteDir: DefaultWriteDir, Forced: cfg.Profile.ForcedHides(),
 		})
 		if err != nil {
 			return nil, fmt.Errorf("computing the hidden set: %w", err)
 		}
 	}
-	view := mounts.NewView(repo, hidden)
+	view := hidden.NewView(repo, hs)
 	for _, p := range []string{scope.Page, scope.Dir} {
 		if p == "" || cfg.ReadOnly {
 			continue
@@ -169,7 +171,7 @@ func newPolicy(cfg SessionConfig, hidden *mounts.HiddenSet) (*Policy, error) {
 			return nil, &allowlist.Refusal{Kind: allowlist.KindPath, Index: -1, Token: p, Rule: rule}
 		}
 	}
-	return &Policy{Repo: repo, Scope: scope, Profile: cfg.Profile, limits: limits, hidden: hidden, view: view, plan: plan}, nil
+	return &Policy{Repo: repo, Scope: scope, Profile: cfg.Profile, limits: limits, hidden: hs, view: view, plan: plan}, nil
 }
 
 // NewSession builds the session's Policy (see NewPolicy for its errors).
@@ -261,7 +263,7 @@ func (s *Session) startWatch() error {
 	if s.exec.cfg.Cold || s.watch != nil {
 		return nil
 	}
-	w, err := mounts.NewWatcher(s.Repo, s.hidden)
+	w, err := hidden.NewWatcher(s.Repo, s.hidden)
 	if err != nil {
 		return fmt.Errorf("watching the repository: %w", err)
 	}
@@ -293,7 +295,7 @@ func (s *Session) prepare() error {
 	if s.store != nil {
 		// Another process may have run this session before: whatever
 		// appeared in the repository since its start must be covered.
-		if err := mounts.Rescan(s.Repo, s.hidden); err != nil {
+		if err := hidden.Rescan(s.Repo, s.hidden); err != nil {
 			return err
 		}
 		if err := s.attachLocked(); err != nil {
@@ -317,30 +319,30 @@ func (s *Session) prepare() error {
 // hidden by the session's rules are violations too (a new file matching an
 // ignore rule). It waits until no invocation of the session is running,
 // and holds new ones back while it reads.
-func (s *Session) Changes() (*mounts.ChangeSet, error) {
+func (s *Session) Changes() (*changeset.Set, error) {
 	s.running.Lock()
 	defer s.running.Unlock()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.layout == nil || s.plan.ReadOnly {
-		return &mounts.ChangeSet{}, nil
+		return &changeset.Set{}, nil
 	}
-	lim := mounts.DefaultLimits()
-	var cs *mounts.ChangeSet
+	lim := changeset.DefaultLimits()
+	var cs *changeset.Set
 	var err error
 	if s.plan.Page != "" {
 		// The original from the repository itself: the view holds an empty
 		// mount point where the page does not exist yet.
-		cs, err = mounts.CollectPage(s.layout.PageCopy, filepath.Join(s.layout.Repo, filepath.FromSlash(s.plan.Page)), s.plan.Page, lim)
+		cs, err = changeset.CollectPage(s.layout.PageCopy, s.layout.Repo, s.plan.Page, lim)
 	} else {
-		cs, err = mounts.Collect(s.layout.Upper, s.layout.Base, s.plan.WriteDir, lim)
+		cs, err = changeset.Collect(s.layout.Upper, s.layout.Base, s.plan.WriteDir, lim)
 	}
 	if err != nil {
 		return nil, err
 	}
 	for _, c := range cs.Changes {
 		if rule, h := s.view.Hidden(c.Path); h {
-			cs.Violations = append(cs.Violations, mounts.Violation{Path: c.Path, Reason: rule})
+			cs.Violations = append(cs.Violations, changeset.Problem{Path: c.Path, Reason: rule})
 		}
 	}
 	s.exec.audit.ChangeSet(s.ID, cs)

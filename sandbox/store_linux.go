@@ -17,6 +17,7 @@ import (
 
 	"github.com/containerd/errdefs"
 	"github.com/corral-sandbox/corral/mounts"
+	"github.com/corral-sandbox/corral/mounts/hidden"
 	"github.com/corral-sandbox/corral/profiles"
 	"github.com/corral-sandbox/corral/seccomp"
 	"github.com/moby/sys/mountinfo"
@@ -270,7 +271,7 @@ func (e *Executor) OpenSession(ctx context.Context, id string) (*Session, error)
 	if err != nil {
 		return nil, fmt.Errorf("session %s: %w", id, err)
 	}
-	hidden, err := mounts.UnmarshalHiddenSet(hiddenData)
+	hidden, err := hidden.Unmarshal(hiddenData)
 	if err != nil {
 		return nil, fmt.Errorf("session %s: %w", id, err)
 	}

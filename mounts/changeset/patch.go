@@ -1,9 +1,8 @@
-package mounts
+package changeset
 
 import (
 	"bytes"
 	"crypto/sha1" //nolint:gosec // git blob ids are sha1 by definition
-	"encoding/hex"
 	"fmt"
 	"slices"
 	"strings"
@@ -37,13 +36,22 @@ const nullBlob = "0000000000000000000000000000000000000000"
 // the ---/+++ lines. Every file is mode 100644: Collect refuses executable
 // bits and binary content, so neither mode changes nor binary patches exist.
 //
+// The writer is corral's own rather than go-gitdiff's formatter
+// (gitdiff.File.String), which the module already uses to read patches:
+// go-gitdiff writes every hunk header with both counts ("@@ -1,1 +1,1 @@"),
+// where git leaves out a count of one, and no tab after a name that holds a
+// space, which git writes so that GNU patch keeps trailing spaces in names.
+// corral's patches are byte for byte what `git diff --full-index
+// --no-renames` writes for the same change (TestPatchMatchesGit), so that a
+// reviewer's git shows exactly what corral shows. Hunks come from go-udiff.
+//
 // Patch re-validates what it renders rather than trusting the set: a set with
 // violations is refused with its *RejectedError (errdefs.ErrPermissionDenied);
 // a change whose path fails the name rules of Collect, whose digests do not
 // match its Before/After bytes (as in a set decoded from JSON), with binary
 // content, special mode bits, an unknown kind or a duplicate path is refused
 // with errdefs.ErrInvalidArgument. An empty set gives an empty patch.
-func Patch(cs *ChangeSet) ([]byte, error) {
+func Patch(cs *Set) ([]byte, error) {
 	if cs == nil {
 		return nil, fmt.Errorf("rendering patch: nil change set: %w", errdefs.ErrInvalidArgument)
 	}
@@ -56,13 +64,13 @@ func Patch(cs *ChangeSet) ([]byte, error) {
 	for i := range changes {
 		ch := &changes[i]
 		if i > 0 && changes[i-1].Path == ch.Path {
-			return nil, fmt.Errorf("rendering patch: %s: duplicate path: %w", printablePath(ch.Path), errdefs.ErrInvalidArgument)
+			return nil, fmt.Errorf("rendering patch: %s: duplicate path: %w", Printable(ch.Path), errdefs.ErrInvalidArgument)
 		}
 		if err := checkChange(ch); err != nil {
-			return nil, fmt.Errorf("rendering patch: %s: %w", printablePath(ch.Path), err)
+			return nil, fmt.Errorf("rendering patch: %s: %w", Printable(ch.Path), err)
 		}
 		if err := writeFilePatch(&out, ch); err != nil {
-			return nil, fmt.Errorf("rendering patch: %s: %w", printablePath(ch.Path), err)
+			return nil, fmt.Errorf("rendering patch: %s: %w", Printable(ch.Path), err)
 		}
 	}
 	return out.Bytes(), nil
@@ -70,7 +78,7 @@ func Patch(cs *ChangeSet) ([]byte, error) {
 
 // checkChange verifies that ch is consistent and renderable.
 func checkChange(ch *Change) error {
-	if reason := checkRepoPath(ch.Path); reason != "" {
+	if reason := CheckPath(ch.Path); reason != "" {
 		return fmt.Errorf("%s: %w", reason, errdefs.ErrInvalidArgument)
 	}
 	if ch.Mode&0o111 != 0 || ch.Mode&^0o777 != 0 {
@@ -78,11 +86,11 @@ func checkChange(ch *Change) error {
 	}
 	hasBefore, hasAfter := false, false
 	switch ch.Kind {
-	case ChangeCreate:
+	case Create:
 		hasAfter = true
-	case ChangeModify:
+	case Modify:
 		hasBefore, hasAfter = true, true
-	case ChangeDelete:
+	case Delete:
 		hasBefore = true
 	default:
 		return fmt.Errorf("unknown change kind %q: %w", ch.Kind, errdefs.ErrInvalidArgument)
@@ -91,9 +99,9 @@ func checkChange(ch *Change) error {
 		switch {
 		case !present && (digest != "" || len(data) > 0):
 			return fmt.Errorf("a %s has %s content: %w", ch.Kind, name, errdefs.ErrInvalidArgument)
-		case present && digest != sha256Hex(data):
+		case present && digest != SHA256(data):
 			return fmt.Errorf("%s content does not match its sha256 %q: %w", name, digest, errdefs.ErrInvalidArgument)
-		case present && isBinary(data):
+		case present && IsBinary(data):
 			return fmt.Errorf("%s content is binary: %w", name, errdefs.ErrInvalidArgument)
 		}
 		return nil
@@ -104,7 +112,7 @@ func checkChange(ch *Change) error {
 	if err := side("after", hasAfter, ch.AfterSHA256, ch.After); err != nil {
 		return err
 	}
-	if ch.Kind == ChangeModify && bytes.Equal(ch.Before, ch.After) {
+	if ch.Kind == Modify && bytes.Equal(ch.Before, ch.After) {
 		return fmt.Errorf("a modify without a content change: %w", errdefs.ErrInvalidArgument)
 	}
 	return nil
@@ -121,10 +129,10 @@ func writeFilePatch(out *bytes.Buffer, ch *Change) error {
 	}
 	before, after := ch.Before, ch.After
 	switch ch.Kind {
-	case ChangeCreate:
+	case Create:
 		fmt.Fprintf(out, "new file mode 100644\nindex %s..%s\n", nullBlob, gitBlobID(after))
 		a = "/dev/null"
-	case ChangeDelete:
+	case Delete:
 		fmt.Fprintf(out, "deleted file mode 100644\nindex %s..%s\n", gitBlobID(before), nullBlob)
 		b = "/dev/null"
 	default:
@@ -138,7 +146,7 @@ func writeFilePatch(out *bytes.Buffer, ch *Change) error {
 	if err != nil {
 		return fmt.Errorf("computing hunks: %w", err)
 	}
-	if hunks == "" && ch.Kind == ChangeModify {
+	if hunks == "" && ch.Kind == Modify {
 		return fmt.Errorf("no hunks for a modify: %w", errdefs.ErrInvalidArgument)
 	}
 	out.WriteString(hunks)
@@ -147,10 +155,7 @@ func writeFilePatch(out *bytes.Buffer, ch *Change) error {
 
 // gitBlobID returns the hex sha1 object id git gives a blob with content b.
 func gitBlobID(b []byte) string {
-	h := sha1.New() //nolint:gosec // git's object id
-	fmt.Fprintf(h, "blob %d\x00", len(b))
-	h.Write(b)
-	return hex.EncodeToString(h.Sum(nil))
+	return blobID(sha1.New(), b) //nolint:gosec // git's object id
 }
 
 // gitQuote quotes a patch path as git does (quote_c_style with
@@ -212,7 +217,7 @@ func gitQuote(p string) string {
 //
 // Counts are lines; a last line without a newline counts as a line. Paths
 // unsafe to print are Go-quoted.
-func (cs *ChangeSet) Stat() string {
+func (cs *Set) Stat() string {
 	if cs == nil {
 		return "0 files changed, 0 insertions(+), 0 deletions(-)\n"
 	}
@@ -224,7 +229,7 @@ func (cs *ChangeSet) Stat() string {
 		add, del := lineCounts(&ch)
 		adds += add
 		dels += del
-		fmt.Fprintf(&b, "%s %s (+%d -%d)\n", ch.Kind, printablePath(ch.Path), add, del)
+		fmt.Fprintf(&b, "%s %s (+%d -%d)\n", ch.Kind, Printable(ch.Path), add, del)
 	}
 	files := "files"
 	if len(changes) == 1 {
@@ -240,9 +245,9 @@ func (cs *ChangeSet) Stat() string {
 // lineCounts returns the lines a change adds and removes.
 func lineCounts(ch *Change) (add, del int) {
 	switch ch.Kind {
-	case ChangeCreate:
+	case Create:
 		return countLines(string(ch.After)), 0
-	case ChangeDelete:
+	case Delete:
 		return 0, countLines(string(ch.Before))
 	}
 	before := string(ch.Before)

@@ -1,4 +1,4 @@
-package mounts
+package changeset
 
 import (
 	"bytes"
@@ -152,7 +152,7 @@ func TestPatchMatchesGit(t *testing.T) {
 	before := map[string]string{"a b.md": "1\n2\n3\n", "del.md": "d", "empty.md": "", "Zürich.md": "z\n", "x .md": "x\n"}
 	after := map[string]string{"a b.md": "1\nzwei\n3\n", "new.md": "n\n", "new empty.md": "", "Zürich.md": "zz\n", "x .md": "y"}
 	repo := diffRepo(t, "w", before)
-	cs := &ChangeSet{}
+	cs := &Set{}
 	for _, p := range []string{"Zürich.md", "a b.md", "del.md", "empty.md", "new empty.md", "new.md", "x .md"} {
 		cs.Changes = append(cs.Changes, diffChange("w/"+p, before, after, p))
 	}
@@ -176,18 +176,18 @@ func diffChange(path string, before, after map[string]string, rel string) Change
 	ch := Change{Path: path, Mode: 0o644}
 	switch {
 	case hasB && hasA:
-		ch.Kind = ChangeModify
+		ch.Kind = Modify
 	case hasA:
-		ch.Kind = ChangeCreate
+		ch.Kind = Create
 	default:
-		ch.Kind = ChangeDelete
+		ch.Kind = Delete
 		ch.Mode = 0
 	}
 	if hasB {
-		ch.Before, ch.BeforeSHA256 = []byte(b), sha256Hex([]byte(b))
+		ch.Before, ch.BeforeSHA256 = []byte(b), SHA256([]byte(b))
 	}
 	if hasA {
-		ch.After, ch.AfterSHA256, ch.Size = []byte(a), sha256Hex([]byte(a)), int64(len(a))
+		ch.After, ch.AfterSHA256, ch.Size = []byte(a), SHA256([]byte(a)), int64(len(a))
 	}
 	return ch
 }
@@ -244,7 +244,7 @@ func TestPatchRandom(t *testing.T) {
 			after[p] = mutate(before[p])
 		}
 	}
-	cs := &ChangeSet{}
+	cs := &Set{}
 	for i := range 300 {
 		p := fmt.Sprintf("f%03d.md", i)
 		b, inBefore := before[p]
@@ -268,11 +268,11 @@ func TestPatchRefuses(t *testing.T) {
 	}
 	tests := []struct {
 		name  string
-		cs    *ChangeSet
+		cs    *Set
 		check func(error) bool
 	}{
 		{"nil set", nil, errdefs.IsInvalidArgument},
-		{"rejected set", &ChangeSet{Changes: []Change{ok()}, Violations: []Violation{{Path: "openwiki/r", Reason: "symbolic link"}}}, errdefs.IsPermissionDenied},
+		{"rejected set", &Set{Changes: []Change{ok()}, Violations: []Problem{{Path: "openwiki/r", Reason: "symbolic link"}}}, errdefs.IsPermissionDenied},
 		{"escaping path", diffWith(ok(), func(c *Change) { c.Path = "openwiki/../../.bashrc" }), errdefs.IsInvalidArgument},
 		{"absolute path", diffWith(ok(), func(c *Change) { c.Path = "/etc/cron.d/x" }), errdefs.IsInvalidArgument},
 		{".git component", diffWith(ok(), func(c *Change) { c.Path = "openwiki/.git/config" }), errdefs.IsInvalidArgument},
@@ -283,10 +283,10 @@ func TestPatchRefuses(t *testing.T) {
 		{"tampered after", diffWith(ok(), func(c *Change) { c.After = []byte("3\n") }), errdefs.IsInvalidArgument},
 		{"bytes dropped by JSON", diffWith(ok(), func(c *Change) { c.Before, c.After = nil, nil }), errdefs.IsInvalidArgument},
 		{"unknown kind", diffWith(ok(), func(c *Change) { c.Kind = "rename" }), errdefs.IsInvalidArgument},
-		{"create with before", diffWith(ok(), func(c *Change) { c.Kind = ChangeCreate }), errdefs.IsInvalidArgument},
-		{"binary", &ChangeSet{Changes: []Change{diffChange("openwiki/b", nil, map[string]string{"b": "\x00"}, "b")}}, errdefs.IsInvalidArgument},
-		{"no change", &ChangeSet{Changes: []Change{diffChange("openwiki/b", map[string]string{"b": "x"}, map[string]string{"b": "x"}, "b")}}, errdefs.IsInvalidArgument},
-		{"duplicate", &ChangeSet{Changes: []Change{ok(), ok()}}, errdefs.IsInvalidArgument},
+		{"create with before", diffWith(ok(), func(c *Change) { c.Kind = Create }), errdefs.IsInvalidArgument},
+		{"binary", &Set{Changes: []Change{diffChange("openwiki/b", nil, map[string]string{"b": "\x00"}, "b")}}, errdefs.IsInvalidArgument},
+		{"no change", &Set{Changes: []Change{diffChange("openwiki/b", map[string]string{"b": "x"}, map[string]string{"b": "x"}, "b")}}, errdefs.IsInvalidArgument},
+		{"duplicate", &Set{Changes: []Change{ok(), ok()}}, errdefs.IsInvalidArgument},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -295,14 +295,14 @@ func TestPatchRefuses(t *testing.T) {
 			assert.True(t, tc.check(err), "%v", err)
 		})
 	}
-	out, err := Patch(&ChangeSet{})
+	out, err := Patch(&Set{})
 	assert.NoError(t, err)
 	assert.Empty(t, out)
 }
 
-func diffWith(c Change, f func(*Change)) *ChangeSet {
+func diffWith(c Change, f func(*Change)) *Set {
 	f(&c)
-	return &ChangeSet{Changes: []Change{c}}
+	return &Set{Changes: []Change{c}}
 }
 
 func TestGitQuote(t *testing.T) {
@@ -313,13 +313,13 @@ func TestGitQuote(t *testing.T) {
 }
 
 func TestStat(t *testing.T) {
-	cs := &ChangeSet{
+	cs := &Set{
 		Changes: []Change{
 			diffChange("openwiki/m.md", map[string]string{"m": "a\nb\nc"}, map[string]string{"m": "a\nB\nc\nd\n"}, "m"),
 			diffChange("openwiki/d.md", map[string]string{"d": "1\n2\n"}, nil, "d"),
 			diffChange("openwiki/c.md", nil, map[string]string{"c": "x"}, "c"),
 		},
-		Violations: []Violation{{Path: `"openwiki/a\nb"`, Reason: "name contains control character U+000A"}},
+		Violations: []Problem{{Path: `"openwiki/a\nb"`, Reason: "name contains control character U+000A"}},
 	}
 	assert.Equal(t, `create openwiki/c.md (+1 -0)
 delete openwiki/d.md (+0 -2)

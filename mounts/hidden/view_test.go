@@ -1,4 +1,4 @@
-package mounts
+package hidden
 
 import (
 	"errors"
@@ -58,7 +58,7 @@ func init() {
 func TestViewResolve(t *testing.T) {
 	dir := t.TempDir()
 	buildTree(t, dir, hostileTree, "")
-	h, err := ComputeHidden(dir, HideOptions{})
+	h, err := Compute(dir, Options{})
 	require.NoError(t, err)
 	v := NewView(dir, h)
 	for _, tc := range []struct {
@@ -144,7 +144,7 @@ func TestViewHidden(t *testing.T) {
 		"file/":               "",
 		"docs/p":              "-> ../secrets",
 	}, "")
-	h, err := ComputeHidden(dir, HideOptions{})
+	h, err := Compute(dir, Options{})
 	require.NoError(t, err)
 	v := NewView(dir, h)
 	for _, tc := range []struct{ path, rule string }{

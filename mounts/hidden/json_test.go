@@ -1,4 +1,4 @@
-package mounts
+package hidden
 
 import (
 	"encoding/json"
@@ -28,11 +28,11 @@ func TestHiddenSetJSONRoundTrip(t *testing.T) {
 		"AGENTS.md":               "",
 		".git/config":             "",
 	}, "")
-	h, err := ComputeHidden(dir, HideOptions{Forced: agentConfig})
+	h, err := Compute(dir, Options{Forced: agentConfig})
 	require.NoError(t, err)
 	data, err := json.Marshal(h)
 	require.NoError(t, err)
-	h2, err := UnmarshalHiddenSet(data)
+	h2, err := Unmarshal(data)
 	require.NoError(t, err)
 	require.Equal(t, h.Hides(), h2.Hides())
 	require.Equal(t, h.Options(), h2.Options())
@@ -67,7 +67,7 @@ func TestUnmarshalHiddenSetErrors(t *testing.T) {
 		`{"version":1,"hides":[{"path":"."}]}`,
 		`{"version":1,"ignore_files":[{"dir":"/","source":"x"}]}`,
 	} {
-		_, err := UnmarshalHiddenSet([]byte(in))
+		_, err := Unmarshal([]byte(in))
 		require.ErrorIs(t, err, errdefs.ErrInvalidArgument, in)
 	}
 }

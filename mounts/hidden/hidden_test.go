@@ -1,4 +1,4 @@
-package mounts
+package hidden
 
 import (
 	"fmt"
@@ -49,7 +49,7 @@ func TestComputeHiddenForced(t *testing.T) {
 		"sub/.git/HEAD":          "",
 		"lnk/.claude":            "-> ../docs",
 	}, "")
-	h, err := ComputeHidden(dir, HideOptions{Forced: agentConfig})
+	h, err := Compute(dir, Options{Forced: agentConfig})
 	require.NoError(t, err)
 	const git = ".git is hidden at any depth"
 	require.Equal(t, []Hide{
@@ -108,7 +108,7 @@ func TestComputeHiddenWriteDir(t *testing.T) {
 		"openwiki/.claims/a":  "",
 		"docs/wiki/.claims/a": "",
 	}, "")
-	h, err := ComputeHidden(dir, HideOptions{WriteDir: "docs/wiki"})
+	h, err := Compute(dir, Options{WriteDir: "docs/wiki"})
 	require.NoError(t, err)
 	require.Equal(t, []Hide{{Path: "docs/wiki/.claims", Rule: "docs/wiki/.claims is owned by corral", Dir: true}}, h.Hides())
 	require.Equal(t, "docs/wiki", h.Options().WriteDir)
@@ -131,7 +131,7 @@ func TestComputeHiddenPath07(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
 			buildTree(t, dir, tc.tree, "")
-			h, err := ComputeHidden(dir, HideOptions{})
+			h, err := Compute(dir, Options{})
 			require.NoError(t, err)
 			require.Equal(t, tc.want, nilIfEmpty(h.Paths()))
 			v := NewView(dir, h)
@@ -159,7 +159,7 @@ func TestHiddenSetFixedAtStart(t *testing.T) {
 		"secret.txt":      "S",
 		"openwiki/a.md":   "",
 	}, "")
-	h, err := ComputeHidden(dir, HideOptions{})
+	h, err := Compute(dir, Options{})
 	require.NoError(t, err)
 	v := NewView(dir, h)
 	buildTree(t, dir, tree{
@@ -190,7 +190,7 @@ func TestComputeHiddenDoesNotFollowSymlinks(t *testing.T) {
 		".openwikiignore": "-> " + filepath.Join(outside, "AGENTS.md"),
 		"x":               "",
 	}, "")
-	h, err := ComputeHidden(dir, HideOptions{Forced: agentConfig})
+	h, err := Compute(dir, Options{Forced: agentConfig})
 	require.NoError(t, err)
 	require.Empty(t, h.Paths())
 }
@@ -198,15 +198,15 @@ func TestComputeHiddenDoesNotFollowSymlinks(t *testing.T) {
 func TestComputeHiddenSkipsFifoIgnoreFile(t *testing.T) {
 	dir := t.TempDir()
 	require.NoError(t, syscall.Mkfifo(filepath.Join(dir, DefaultIgnoreFileName), 0o644))
-	h, err := ComputeHidden(dir, HideOptions{})
+	h, err := Compute(dir, Options{})
 	require.NoError(t, err)
 	require.Zero(t, h.Len())
 }
 
 func TestComputeHiddenErrors(t *testing.T) {
-	_, err := ComputeHidden(filepath.Join(t.TempDir(), "missing"), HideOptions{})
+	_, err := Compute(filepath.Join(t.TempDir(), "missing"), Options{})
 	require.True(t, errdefs.IsNotFound(err), err)
-	for _, opts := range []HideOptions{
+	for _, opts := range []Options{
 		{IgnoreFileName: "a/b"},
 		{IgnoreFileName: ".."},
 		{WriteDir: "../x"},
@@ -216,7 +216,7 @@ func TestComputeHiddenErrors(t *testing.T) {
 		{Forced: []string{""}},
 		{Forced: []string{"a\nb"}},
 	} {
-		_, err := ComputeHidden(t.TempDir(), opts)
+		_, err := Compute(t.TempDir(), opts)
 		require.True(t, errdefs.IsInvalidArgument(err), "%+v: %v", opts, err)
 	}
 }
@@ -226,7 +226,7 @@ func TestComputeHiddenGOROOT(t *testing.T) {
 	if _, err := os.Stat(src); err != nil {
 		t.Skip("no GOROOT/src")
 	}
-	h, err := ComputeHidden(src, HideOptions{IgnoreFileName: ".gitignore", Forced: []string{"testdata/"}})
+	h, err := Compute(src, Options{IgnoreFileName: ".gitignore", Forced: []string{"testdata/"}})
 	require.NoError(t, err)
 	require.NotZero(t, h.Len())
 	for _, hd := range h.Hides() {
@@ -296,10 +296,10 @@ func makeBenchTree(root string) error {
 
 func BenchmarkComputeHidden100k(b *testing.B) {
 	dir := benchTree(b)
-	var h *HiddenSet
+	var h *Set
 	for b.Loop() {
 		var err error
-		h, err = ComputeHidden(dir, HideOptions{Forced: agentConfig})
+		h, err = Compute(dir, Options{Forced: agentConfig})
 		require.NoError(b, err)
 	}
 	b.ReportMetric(float64(h.Len()), "hidden")
@@ -321,14 +321,14 @@ func BenchmarkComputeHiddenGOROOT(b *testing.B) {
 		b.Skip("no GOROOT/src")
 	}
 	for b.Loop() {
-		_, err := ComputeHidden(src, HideOptions{Forced: agentConfig})
+		_, err := Compute(src, Options{Forced: agentConfig})
 		require.NoError(b, err)
 	}
 }
 
 func BenchmarkViewHidden(b *testing.B) {
 	dir := benchTree(b)
-	h, err := ComputeHidden(dir, HideOptions{Forced: agentConfig})
+	h, err := Compute(dir, Options{Forced: agentConfig})
 	require.NoError(b, err)
 	v := NewView(dir, h)
 	paths := []string{"d0/d1/d3/d5/a.go", "d0/d1/d3/d5/h.log", "d7/d7/d7/d7/missing/x", "build/x", "d0/.git/x"}

@@ -1,4 +1,4 @@
-package mounts
+package hidden
 
 import (
 	"bytes"
@@ -190,7 +190,7 @@ func oracleDiff(t *testing.T, g *gitOracle, tr tree) []string {
 	var diff []string
 	dir := t.TempDir()
 	buildTree(t, dir, tr, ".gitignore")
-	h, err := ComputeHidden(dir, HideOptions{IgnoreFileName: ".gitignore"})
+	h, err := Compute(dir, Options{IgnoreFileName: ".gitignore"})
 	require.NoError(t, err)
 	requireMinimal(t, h)
 	paths := listTree(t, dir)
@@ -276,7 +276,7 @@ func ghostPaths(dir string, paths []string) []string {
 }
 
 // requireMinimal checks that no hidden path lies below another.
-func requireMinimal(t *testing.T, h *HiddenSet) {
+func requireMinimal(t *testing.T, h *Set) {
 	t.Helper()
 	for _, p := range h.Paths() {
 		for d := path.Dir(p); d != "."; d = path.Dir(d) {
@@ -510,7 +510,7 @@ func TestIgnoreMatchesGit(t *testing.T) {
 			}
 			dir := t.TempDir()
 			buildTree(t, dir, tc.tree, "")
-			h, err := ComputeHidden(dir, HideOptions{})
+			h, err := Compute(dir, Options{})
 			require.NoError(t, err)
 			v := NewView(dir, h)
 			for p, want := range tc.hidden {
@@ -530,7 +530,7 @@ func TestIgnoreRuleNamesFileAndLine(t *testing.T) {
 		"sub/x":               "",
 		"sub/y/x/z":           "",
 	}, "")
-	h, err := ComputeHidden(dir, HideOptions{})
+	h, err := Compute(dir, Options{})
 	require.NoError(t, err)
 	require.Equal(t, []Hide{
 		{Path: "secrets", Rule: ".openwikiignore:3 hides secrets/", Dir: true},
@@ -607,44 +607,6 @@ func TestWildmatchMatchesGit(t *testing.T) {
 		tr[d+p] = ""
 	}
 	requireSameAsGit(t, g, tr)
-}
-
-func TestWildmatch(t *testing.T) {
-	// Pinned cases where go-git's matcher differs from git.
-	for _, tc := range []struct {
-		pattern, text  string
-		pathname, want bool
-	}{
-		{"[!a]", "b", false, true},
-		{"[!a]", "a", false, false},
-		{"[[:alpha:]]x", "ax", false, true},
-		{"[]a]", "]", false, true},
-		{"x**y", "xzzy", false, true},
-		{"a/**/b/c", "a/b/x/b/c", true, true},
-		{"abc/**", "abc", true, false},
-		{"abc/**", "abc/d/e", true, true},
-		{"**", "a/b", true, true},
-		{"*", ".env", false, true},
-		{"a/*", "a/b/c", true, false},
-		{"a\\", "a", false, false},
-	} {
-		require.Equal(t, tc.want, wildmatch(tc.pattern, tc.text, tc.pathname), "%q ~ %q", tc.pattern, tc.text)
-	}
-}
-
-func TestParseIgnore(t *testing.T) {
-	f := parseIgnore(".", DefaultIgnoreFileName, []byte("\xef\xbb\xbfa  \r\n#c\n\n!b/\n/c/d\\ \\ \ne\x00f\n  \n"))
-	var got []string
-	for _, p := range f.patterns {
-		got = append(got, fmt.Sprintf("%d %q neg=%t dir=%t base=%t glob=%q", p.line, p.text, p.negate, p.dirOnly, p.basename, p.glob))
-	}
-	require.Equal(t, []string{
-		`1 "a" neg=false dir=false base=true glob="a"`,
-		`4 "!b/" neg=true dir=true base=true glob="b"`,
-		`5 "/c/d\\ \\ " neg=false dir=false base=false glob="c/d\\ \\ "`,
-		`6 "e" neg=false dir=false base=true glob="e"`,
-		`7 "" neg=false dir=false base=true glob=""`,
-	}, got)
 }
 
 // randomTree generates a small tree with ignore files from seed.

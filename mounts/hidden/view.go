@@ -1,4 +1,4 @@
-package mounts
+package hidden
 
 import (
 	"errors"
@@ -9,6 +9,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/corral-sandbox/corral/allowlist"
+	"github.com/corral-sandbox/corral/internal/rootfs"
 )
 
 // maxSymlinks is the kernel's limit on links followed in one lookup
@@ -16,11 +17,11 @@ import (
 const maxSymlinks = 40
 
 // View is the repository as the container sees it: the repository at
-// root minus a HiddenSet. It implements allowlist.View. Like the set, it
+// root minus a Set. It implements allowlist.View. Like the set, it
 // reads ignore files only once, when the set is computed.
 type View struct {
 	root string
-	h    *HiddenSet
+	h    *Set
 
 	// overlays maps a repository-relative directory to the host path of
 	// what the container sees there instead (the session's merged write
@@ -34,7 +35,7 @@ var _ allowlist.View = (*View)(nil)
 
 // NewView returns the view of the repository at root (the one h was
 // computed from) without the paths in h.
-func NewView(root string, h *HiddenSet) *View {
+func NewView(root string, h *Set) *View {
 	return &View{root: root, h: h}
 }
 
@@ -102,28 +103,20 @@ func (v *View) Hidden(p string) (rule string, hidden bool) {
 	return v.h.judge(p, typeDir, stack)
 }
 
-// lstatType returns the type of p in the repository if it exists,
-// opening every parent O_NOFOLLOW so that no symlink is followed.
+// lstatType returns the type of p in the repository if it exists; no
+// symlink is followed on the way (rootfs.NoSymlinks), nor in p's last
+// component.
 func (v *View) lstatType(p string) (typ entryType, exists bool) {
-	fd, err := unix.Open(v.root, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	d, err := rootfs.OpenRoot(v.root)
 	if err != nil {
 		return typeFile, false
 	}
-	comps := strings.Split(p, "/")
-	for _, c := range comps[:len(comps)-1] {
-		next, err := unix.Openat(fd, c, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-		unix.Close(fd)
-		if err != nil {
-			return typeFile, false
-		}
-		fd = next
-	}
-	defer unix.Close(fd)
-	var st unix.Stat_t
-	if err := unix.Fstatat(fd, comps[len(comps)-1], &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+	defer d.Close()
+	st, err := d.Lstat(p, rootfs.NoSymlinks)
+	if err != nil {
 		return typeFile, false
 	}
-	return statType(uint32(st.Mode)), true
+	return statType(st.Mode), true
 }
 
 func statType(mode uint32) entryType {
@@ -152,16 +145,16 @@ func (v *View) Resolve(p string) (string, error) {
 	if p == "." {
 		return ".", nil
 	}
-	rootfd, err := unix.Open(v.root, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	root, err := rootfs.OpenRoot(v.root)
 	if err != nil {
 		return "", fmt.Errorf("resolving %s: opening repository: %w", p, osError(err))
 	}
-	// fds[i] is the directory resolved[:i]; fds[0] is the root. Once
-	// lexical, fds is no longer extended or consulted.
-	fds := []int{rootfd}
+	// dirs[i] is the directory resolved[:i]; dirs[0] is the root. Once
+	// lexical, dirs is no longer extended or consulted.
+	dirs := []*rootfs.Dir{root}
 	defer func() {
-		for _, fd := range fds {
-			unix.Close(fd)
+		for _, d := range dirs {
+			d.Close()
 		}
 	}()
 	var resolved []string
@@ -181,8 +174,8 @@ func (v *View) Resolve(p string) (string, error) {
 			}
 			resolved = resolved[:len(resolved)-1]
 			if !lexical {
-				unix.Close(fds[len(fds)-1])
-				fds = fds[:len(fds)-1]
+				dirs[len(dirs)-1].Close()
+				dirs = dirs[:len(dirs)-1]
 			}
 			continue
 		}
@@ -191,19 +184,18 @@ func (v *View) Resolve(p string) (string, error) {
 			resolved = append(resolved, c)
 			continue
 		}
-		dirfd := fds[len(fds)-1]
+		dir := dirs[len(dirs)-1]
 		if host, ok := v.overlayFor(cand); ok {
 			// What the container sees here is the write area.
-			fd, err := unix.Open(host, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+			d, err := rootfs.OpenRoot(host)
 			if err != nil {
 				return "", fmt.Errorf("resolving %s: opening the write area: %w", p, osError(err))
 			}
-			fds = append(fds, fd)
+			dirs = append(dirs, d)
 			resolved = append(resolved, c)
 			continue
 		}
-		var st unix.Stat_t
-		err := unix.Fstatat(dirfd, c, &st, unix.AT_SYMLINK_NOFOLLOW)
+		st, err := dir.Lstat(c, rootfs.NoSymlinks)
 		if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) {
 			lexical = true
 			resolved = append(resolved, c)
@@ -212,7 +204,7 @@ func (v *View) Resolve(p string) (string, error) {
 		if err != nil {
 			return "", fmt.Errorf("resolving %s: %s: %w", p, cand, osError(err))
 		}
-		if v.hiddenEntry(cand, statType(uint32(st.Mode)), resolved) {
+		if v.hiddenEntry(cand, statType(st.Mode), resolved) {
 			// Absent in the container: the kernel would stop here.
 			lexical = true
 			resolved = append(resolved, c)
@@ -224,7 +216,7 @@ func (v *View) Resolve(p string) (string, error) {
 			if links > maxSymlinks {
 				return "", refuse(p, "symlink %s: too many levels of symbolic links", cand)
 			}
-			target, err := readlinkat(dirfd, c)
+			target, err := dir.Readlink(c)
 			if err != nil {
 				return "", fmt.Errorf("resolving %s: reading link %s: %w", p, cand, osError(err))
 			}
@@ -240,11 +232,11 @@ func (v *View) Resolve(p string) (string, error) {
 			lastLink = cand
 			remaining = append(strings.Split(target, "/"), remaining...)
 		case unix.S_IFDIR:
-			fd, err := unix.Openat(dirfd, c, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+			sub, err := dir.Sub(c)
 			if err != nil {
 				return "", fmt.Errorf("resolving %s: opening %s: %w", p, cand, osError(err))
 			}
-			fds = append(fds, fd)
+			dirs = append(dirs, sub)
 			resolved = append(resolved, c)
 		default:
 			// Nothing can be below a file: the rest is lexical.
@@ -273,19 +265,6 @@ func dirOf(comps []string) string {
 		return "."
 	}
 	return strings.Join(comps, "/")
-}
-
-func readlinkat(dirfd int, name string) (string, error) {
-	for size := 256; ; size *= 2 {
-		buf := make([]byte, size)
-		n, err := unix.Readlinkat(dirfd, name, buf)
-		if err != nil {
-			return "", err
-		}
-		if n < size {
-			return string(buf[:n]), nil
-		}
-	}
 }
 
 func refuse(p, format string, args ...any) *allowlist.Refusal {

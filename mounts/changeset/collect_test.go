@@ -1,4 +1,4 @@
-package mounts
+package changeset
 
 import (
 	"encoding/json"
@@ -144,10 +144,10 @@ func diffWrite(t *testing.T, m, rel, content string) {
 }
 
 // diffSummary renders changes compactly for comparison.
-func diffSummary(cs *ChangeSet) []string {
+func diffSummary(cs *Set) []string {
 	out := []string{}
 	for _, c := range cs.Changes {
-		if c.Kind == ChangeDelete {
+		if c.Kind == Delete {
 			out = append(out, fmt.Sprintf("delete %s", c.Path))
 			continue
 		}
@@ -156,7 +156,7 @@ func diffSummary(cs *ChangeSet) []string {
 	return out
 }
 
-func diffViolations(cs *ChangeSet) []string {
+func diffViolations(cs *Set) []string {
 	out := []string{}
 	for _, v := range cs.Violations {
 		out = append(out, v.Path+": "+v.Reason)
@@ -370,8 +370,8 @@ func TestCollectModeAndDigests(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, cs.Changes, 2)
 	a, n := cs.Changes[0], cs.Changes[1]
-	assert.Equal(t, sha256Hex([]byte("a\n")), a.BeforeSHA256)
-	assert.Equal(t, sha256Hex([]byte("b\n")), a.AfterSHA256)
+	assert.Equal(t, SHA256([]byte("a\n")), a.BeforeSHA256)
+	assert.Equal(t, SHA256([]byte("b\n")), a.AfterSHA256)
 	assert.Equal(t, os.FileMode(0o644), a.Mode)
 	assert.Equal(t, int64(2), a.Size)
 	assert.Equal(t, "", n.BeforeSHA256)
@@ -483,8 +483,8 @@ func TestCollectLimits(t *testing.T) {
 		}, diffViolations(cs))
 	})
 	t.Run("zero limits take the defaults", func(t *testing.T) {
-		assert.Equal(t, DefaultLimits(), Limits{}.withDefaults())
-		assert.Equal(t, Limits{MaxFileBytes: 1, MaxTotalBytes: 64 << 20, MaxFiles: 10000, MaxDepth: 32}, Limits{MaxFileBytes: 1, MaxDepth: -1}.withDefaults())
+		assert.Equal(t, DefaultLimits(), Limits{}.WithDefaults())
+		assert.Equal(t, Limits{MaxFileBytes: 1, MaxTotalBytes: 64 << 20, MaxFiles: 10000, MaxDepth: 32}, Limits{MaxFileBytes: 1, MaxDepth: -1}.WithDefaults())
 	})
 }
 
@@ -554,14 +554,17 @@ func TestCollectPage(t *testing.T) {
 		require.NoError(t, os.Chmod(p, mode))
 		return p
 	}
-	orig := write("orig.md", "old\n", 0o644)
-	missing := filepath.Join(dir, "missing.md")
 	rel := "openwiki/pages/a.md"
+	// orig holds the page; missing does not; lnk holds a link in its place.
+	orig, missing, lnkRepo := t.TempDir(), t.TempDir(), t.TempDir()
+	diffWriteTree(t, orig, map[string]string{rel: "old\n"})
+	diffWriteTree(t, lnkRepo, map[string]string{"openwiki/pages/": ""})
+	require.NoError(t, os.Symlink(filepath.Join(orig, rel), filepath.Join(lnkRepo, rel)))
 
 	cs, err := CollectPage(write("c1", "new\n", 0o644), orig, rel, DefaultLimits())
 	require.NoError(t, err)
 	assert.Equal(t, []string{`modify openwiki/pages/a.md "new\n"`}, diffSummary(cs))
-	assert.Equal(t, sha256Hex([]byte("old\n")), cs.Changes[0].BeforeSHA256)
+	assert.Equal(t, SHA256([]byte("old\n")), cs.Changes[0].BeforeSHA256)
 
 	cs, err = CollectPage(write("c2", "old\n", 0o644), orig, rel, DefaultLimits())
 	require.NoError(t, err)
@@ -588,8 +591,8 @@ func TestCollectPage(t *testing.T) {
 	assert.Equal(t, []string{"openwiki/../a.md: not a clean relative path"}, diffViolations(cs))
 
 	lnk := filepath.Join(dir, "lnk.md")
-	require.NoError(t, os.Symlink(orig, lnk))
-	cs, err = CollectPage(write("c8", "x\n", 0o644), lnk, rel, DefaultLimits())
+	require.NoError(t, os.Symlink(filepath.Join(orig, rel), lnk))
+	cs, err = CollectPage(write("c8", "x\n", 0o644), lnkRepo, rel, DefaultLimits())
 	require.NoError(t, err)
 	assert.Equal(t, []string{"openwiki/pages/a.md: symbolic link in the base, which a text patch cannot change"}, diffViolations(cs))
 
@@ -606,12 +609,12 @@ func TestCollectPage(t *testing.T) {
 }
 
 func TestRejectedError(t *testing.T) {
-	cs := &ChangeSet{Violations: []Violation{{Path: "openwiki/p", Reason: "fifo"}, {Path: "openwiki/r", Reason: "symbolic link"}}}
+	cs := &Set{Violations: []Problem{{Path: "openwiki/p", Reason: "fifo"}, {Path: "openwiki/r", Reason: "symbolic link"}}}
 	err := cs.Err()
 	assert.True(t, errdefs.IsPermissionDenied(err))
 	assert.EqualError(t, err, "change set rejected: openwiki/p: fifo; openwiki/r: symbolic link")
-	assert.NoError(t, (&ChangeSet{}).Err())
-	assert.NoError(t, (*ChangeSet)(nil).Err())
+	assert.NoError(t, (&Set{}).Err())
+	assert.NoError(t, (*Set)(nil).Err())
 }
 
 // BenchmarkCollect10 collects 10 changed files from an upper dir over a
@@ -655,6 +658,6 @@ func TestCollectRefusesForeignXattrs(t *testing.T) {
 	cs, err := Collect(upper, base, "openwiki", DefaultLimits())
 	require.NoError(t, err)
 	require.Error(t, cs.Err())
-	require.Contains(t, cs.Violations, Violation{Path: "openwiki/pages/a.md", Reason: `extended attribute "user.evil"`})
-	require.Contains(t, cs.Violations, Violation{Path: "openwiki/pages", Reason: `extended attribute "trusted.note"`})
+	require.Contains(t, cs.Violations, Problem{Path: "openwiki/pages/a.md", Reason: `extended attribute "user.evil"`})
+	require.Contains(t, cs.Violations, Problem{Path: "openwiki/pages", Reason: `extended attribute "trusted.note"`})
 }

@@ -1,4 +1,4 @@
-package review
+package changeset
 
 import (
 	"bytes"
@@ -6,15 +6,13 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-
-	"github.com/corral-sandbox/corral/mounts"
 )
 
 // frame is one file of a patch as the strict scanner reads it.
 type frame struct {
 	line   int // line of its "diff --git"
 	path   string
-	kind   mounts.ChangeKind
+	kind   Kind
 	oldOID string // from the index line, "" when absent
 	newOID string
 	hunks  []hunk
@@ -32,15 +30,15 @@ var (
 
 // scanPatch reads data as the only patch format corral accepts: git-style
 // unified text diffs of regular files (mode 100644), as `git diff` and
-// mounts.Patch write them. Every line must belong to it: a "diff --git a/P
+// Patch write them. Every line must belong to it: a "diff --git a/P
 // b/P" line with the same P twice; optional "new file mode 100644" or
 // "deleted file mode 100644"; an optional index line; "--- a/P" (or
 // /dev/null for a create) and "+++ b/P" (or /dev/null for a delete); hunks
 // whose headers count exactly the lines that follow, in increasing order
 // and with consistent new positions. Anything else — a preamble, renames,
 // copies, mode changes, binary patches, ed scripts, context diffs, lines a
-// hunk header does not count — refuses the whole patch with a
-// *RefusedError naming the line.
+// hunk header does not count — refuses the whole patch with a *PatchError
+// naming the line.
 func scanPatch(data []byte) ([]frame, error) {
 	if len(data) == 0 {
 		return nil, refuseLine(0, "the patch is empty: no file to apply")
@@ -65,7 +63,7 @@ func scanPatch(data []byte) ([]frame, error) {
 		if err != nil {
 			return nil, refuseLine(i+1, "%v", err)
 		}
-		f := frame{line: i + 1, path: p, kind: mounts.ChangeModify}
+		f := frame{line: i + 1, path: p, kind: Modify}
 		i++
 		var sawMode, sawIndex, sawOld, sawNew bool
 	headers:
@@ -84,9 +82,9 @@ func scanPatch(data []byte) ([]frame, error) {
 					return nil, refuseLine(i+1, "mode %s: only regular files (100644) are accepted; symbolic links (120000), submodules (160000) and executables are refused", clipLine(mode))
 				}
 				if strings.HasPrefix(l, "new") {
-					f.kind = mounts.ChangeCreate
+					f.kind = Create
 				} else {
-					f.kind = mounts.ChangeDelete
+					f.kind = Delete
 				}
 			case strings.HasPrefix(l, "index "):
 				if sawIndex || sawOld {
@@ -97,7 +95,7 @@ func scanPatch(data []byte) ([]frame, error) {
 				if m == nil {
 					return nil, refuseLine(i+1, "malformed index line (mode 100644 only): %s", clipLine(l))
 				}
-				if m[3] != "" && f.kind != mounts.ChangeModify {
+				if m[3] != "" && f.kind != Modify {
 					return nil, refuseLine(i+1, "index line with a mode on a created or deleted file")
 				}
 				f.oldOID, f.newOID = m[1], m[2]
@@ -107,7 +105,7 @@ func scanPatch(data []byte) ([]frame, error) {
 				}
 				sawOld = true
 				want := "a/" + p
-				if f.kind == mounts.ChangeCreate {
+				if f.kind == Create {
 					want = "/dev/null"
 				}
 				if err := checkFileLine(strings.TrimPrefix(l, "--- "), want); err != nil {
@@ -119,7 +117,7 @@ func scanPatch(data []byte) ([]frame, error) {
 				}
 				sawNew = true
 				want := "b/" + p
-				if f.kind == mounts.ChangeDelete {
+				if f.kind == Delete {
 					want = "/dev/null"
 				}
 				if err := checkFileLine(strings.TrimPrefix(l, "+++ "), want); err != nil {
@@ -168,9 +166,9 @@ func scanPatch(data []byte) ([]frame, error) {
 				return nil, refuseLine(i+1, "hunks overlap or are out of order")
 			case h.newPos != wantNew:
 				return nil, refuseLine(i+1, "hunk header's new position %d does not follow from the hunks before it (expected %d)", h.newPos, wantNew)
-			case f.kind == mounts.ChangeCreate && (h.oldPos != 0 || h.oldLines != 0):
+			case f.kind == Create && (h.oldPos != 0 || h.oldLines != 0):
 				return nil, refuseLine(i+1, "a created file's hunk must start from nothing (-0,0)")
-			case f.kind == mounts.ChangeDelete && (h.newPos != 0 || h.newLines != 0):
+			case f.kind == Delete && (h.newPos != 0 || h.newLines != 0):
 				return nil, refuseLine(i+1, "a deleted file's hunk must leave nothing (+0,0)")
 			}
 			oldEnd = oldIdx + h.oldLines
@@ -215,7 +213,7 @@ func scanPatch(data []byte) ([]frame, error) {
 		switch {
 		case sawOld && len(f.hunks) == 0:
 			return nil, refuseLine(f.line, "---/+++ lines without a hunk")
-		case f.kind == mounts.ChangeModify && len(f.hunks) == 0:
+		case f.kind == Modify && len(f.hunks) == 0:
 			return nil, refuseLine(f.line, "a modified file without a hunk (mode-only changes are not accepted)")
 		}
 		frames = append(frames, f)
@@ -350,12 +348,13 @@ func countOr1(s string) int64 {
 	return atoi(s)
 }
 
+// refuseLine refuses the whole patch at line n (0: the patch as a whole).
 func refuseLine(n int, format string, args ...any) error {
 	where := "patch"
 	if n > 0 {
 		where = fmt.Sprintf("patch line %d", n)
 	}
-	return &RefusedError{Problems: []Problem{{Path: where, Reason: fmt.Sprintf(format, args...)}}}
+	return &PatchError{Problems: []Problem{{Path: where, Reason: fmt.Sprintf(format, args...)}}}
 }
 
 // clipLine bounds a patch excerpt quoted in a refusal and makes it safe to

@@ -1,4 +1,4 @@
-package mounts
+package ignore
 
 import (
 	"bytes"
@@ -6,36 +6,14 @@ import (
 	"strings"
 )
 
-// This file implements gitignore(5) for .openwikiignore files with git's
-// exact semantics, checked against `git check-ignore --no-index` and
-// `git ls-files --others --ignored` by the oracle tests.
-//
-// go-git's plumbing/format/gitignore was evaluated first and rejected: it
-// matches components with filepath.Match and its own "**" loop, and so
-// differs from git on `[!a]` and `[[:alpha:]]` classes, `[]a]`, `x**y`,
-// a bare `**`, `abc/**` (it also matches abc itself, so `!abc/keep`
-// cannot re-include), `a/**/b/c` against a/b/x/b/c (no backtracking),
-// and trailing spaces (`foo\ ` followed by spaces becomes `foo\`, which
-// matches nothing; tabs are trimmed too). Those are matcher bugs that no
-// pre-processing of the lines can fix, so the matcher below is a port of
-// git's own wildmatch.c (Rich Salz's public-domain code, as git ships it)
-// and of git's dir.c parsing (add_patterns_from_buffer,
-// trim_trailing_spaces, parse_path_pattern) and matching
-// (match_basename, match_pathname, last_matching_pattern_from_list).
-//
-// What git gets from walking the tree rather than from pattern matching
-// ("a file cannot be re-included when a parent directory is excluded")
-// comes from ComputeHidden not descending into hidden directories and
-// from View.Hidden judging every ancestor first.
+// MaxFileSize bounds one ignore file. Git warns about and skips larger
+// files; corral refuses to start the session instead (fail closed).
+const MaxFileSize = 100 << 20
 
-// maxIgnoreFileSize bounds one ignore file. Git warns about and skips
-// larger files; corral refuses to start the session instead (fail closed).
-const maxIgnoreFileSize = 100 << 20
-
-// pattern is one line of an ignore file (or one forced pattern).
-type pattern struct {
-	line     int    // 1-based line number in its file
-	text     string // the line after trailing-space trimming, e.g. "!d/sub/*"
+// Pattern is one line of an ignore file (or one forced pattern).
+type Pattern struct {
+	Line     int    // 1-based line number in its file
+	Text     string // the line after trailing-space trimming, e.g. "!d/sub/*"
 	glob     string // what is matched: no "!", no trailing "/"
 	negate   bool   // "!pat": re-include
 	dirOnly  bool   // "pat/": directories only
@@ -44,32 +22,32 @@ type pattern struct {
 	prefix   int    // length of glob's leading literal part (see match)
 }
 
-// ignoreFile is one parsed ignore file and the directory it applies to.
-type ignoreFile struct {
-	dir      string // canonical directory, "." for the root
-	source   string // canonical path of the file, e.g. "sub/.openwikiignore"
-	patterns []pattern
+// File is one parsed ignore file and the directory it applies to.
+type File struct {
+	Dir      string // canonical directory, "." for the root
+	Source   string // canonical path of the file, e.g. "sub/.openwikiignore"
+	Patterns []Pattern
 }
 
-// matchResult is the outcome of matching a path against an ignore file.
-type matchResult int
+// Result is the outcome of matching a path against an ignore file.
+type Result int
 
 const (
-	noMatch matchResult = iota
-	excluded
-	included
+	NoMatch Result = iota
+	Excluded
+	Included
 )
 
 var utf8BOM = []byte("\xef\xbb\xbf")
 
-// parseIgnore parses the contents of an ignore file as git's
+// Parse parses the contents of an ignore file as git's
 // add_patterns_from_buffer does: a UTF-8 BOM is skipped; lines are split
 // on "\n" and one "\r" before it is dropped; empty lines and lines
 // starting with "#" are skipped (the check is on the raw line, so " #x"
 // is a pattern); a NUL ends the line; unescaped trailing spaces (not
 // tabs) are trimmed. Line numbers count every line.
-func parseIgnore(dir, source string, data []byte) *ignoreFile {
-	f := &ignoreFile{dir: dir, source: source}
+func Parse(dir, source string, data []byte) *File {
+	f := &File{Dir: dir, Source: source}
 	data = bytes.TrimPrefix(data, utf8BOM)
 	line := 0
 	for len(data) > 0 {
@@ -87,16 +65,16 @@ func parseIgnore(dir, source string, data []byte) *ignoreFile {
 		if i := bytes.IndexByte(entry, 0); i >= 0 {
 			entry = entry[:i]
 		}
-		f.patterns = append(f.patterns, parsePattern(trimTrailingSpaces(string(entry)), line))
+		f.Patterns = append(f.Patterns, ParsePattern(TrimTrailingSpaces(string(entry)), line))
 	}
 	return f
 }
 
-// trimTrailingSpaces drops the trailing run of spaces unless it starts
+// TrimTrailingSpaces drops the trailing run of spaces unless it starts
 // with an escaped one: "a  " is "a", `a\ ` stays `a\ `, `a\  ` is `a\ `.
 // (git's trim_trailing_spaces; go-git trims all spaces unless the line
 // ends in `\ `, which breaks `a\  `.)
-func trimTrailingSpaces(s string) string {
+func TrimTrailingSpaces(s string) string {
 	lastSpace := -1
 	for i := 0; i < len(s); i++ {
 		switch s[i] {
@@ -120,9 +98,9 @@ func trimTrailingSpaces(s string) string {
 	return s
 }
 
-// parsePattern is git's parse_path_pattern.
-func parsePattern(text string, line int) pattern {
-	p := pattern{line: line, text: text}
+// ParsePattern is git's parse_path_pattern.
+func ParsePattern(text string, line int) Pattern {
+	p := Pattern{Line: line, Text: text}
 	g := text
 	if strings.HasPrefix(g, "!") {
 		p.negate = true
@@ -150,7 +128,7 @@ func parsePattern(text string, line int) pattern {
 // match reports whether the pattern matches p (canonical, relative to the
 // repository root, inside the ignore file's directory dir) whose type is
 // isDir.
-func (p *pattern) match(dir, path string, isDir bool) bool {
+func (p *Pattern) match(dir, path string, isDir bool) bool {
 	if p.dirOnly && !isDir {
 		return false
 	}
@@ -179,34 +157,34 @@ func (p *pattern) match(dir, path string, isDir bool) bool {
 	return wildmatch(p.glob[p.prefix:], rel[p.prefix:], true)
 }
 
-// match returns the outcome of the file's last matching pattern for path,
+// Match returns the outcome of the file's last matching pattern for path,
 // which must lie inside the file's directory, and that pattern.
-func (f *ignoreFile) match(path string, isDir bool) (matchResult, *pattern) {
-	for i := len(f.patterns) - 1; i >= 0; i-- {
-		p := &f.patterns[i]
-		if p.match(f.dir, path, isDir) {
+func (f *File) Match(path string, isDir bool) (Result, *Pattern) {
+	for i := len(f.Patterns) - 1; i >= 0; i-- {
+		p := &f.Patterns[i]
+		if p.match(f.Dir, path, isDir) {
 			if p.negate {
-				return included, p
+				return Included, p
 			}
-			return excluded, p
+			return Excluded, p
 		}
 	}
-	return noMatch, nil
+	return NoMatch, nil
 }
 
-// ignoreStack is the ignore files that apply to one directory's entries,
+// Stack is the ignore files that apply to one directory's entries,
 // shallowest first. Deeper files take precedence, as in git.
-type ignoreStack []*ignoreFile
+type Stack []*File
 
-// match judges path by the last matching pattern of the deepest file
-// that has one, and returns the refusal rule when it is excluded, e.g.
+// Match judges path by the last matching pattern of the deepest file
+// that has one, and returns the refusal rule when it is Excluded, e.g.
 // ".openwikiignore:3 hides secrets/".
-func (s ignoreStack) match(path string, isDir bool) (rule string, hidden bool) {
+func (s Stack) Match(path string, isDir bool) (rule string, hidden bool) {
 	for i := len(s) - 1; i >= 0; i-- {
-		switch res, p := s[i].match(path, isDir); res {
-		case excluded:
-			return fmt.Sprintf("%s:%d hides %s", s[i].source, p.line, displayPath(path, isDir)), true
-		case included:
+		switch res, p := s[i].Match(path, isDir); res {
+		case Excluded:
+			return fmt.Sprintf("%s:%d hides %s", s[i].Source, p.Line, displayPath(path, isDir)), true
+		case Included:
 			return "", false
 		}
 	}

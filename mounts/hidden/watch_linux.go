@@ -1,16 +1,16 @@
-package mounts
+package hidden
 
 import (
 	"errors"
 	"fmt"
-	"os"
+	"io/fs"
 	"path"
-	"path/filepath"
 	"strings"
 	"sync"
 	"unsafe"
 
 	"github.com/containerd/errdefs"
+	"github.com/corral-sandbox/corral/internal/rootfs"
 	"golang.org/x/sys/unix"
 )
 
@@ -19,7 +19,7 @@ import (
 // or through an ancestor: a file that appeared after the session started
 // and that the session's whiteouts therefore do not cover. "" when every
 // hidden path is covered.
-func Uncovered(old, fresh *HiddenSet) (Hide, bool) {
+func Uncovered(old, fresh *Set) (Hide, bool) {
 	for _, h := range fresh.Hides() {
 		if !covered(old, h.Path) {
 			return h, true
@@ -28,7 +28,7 @@ func Uncovered(old, fresh *HiddenSet) (Hide, bool) {
 	return Hide{}, false
 }
 
-func covered(old *HiddenSet, p string) bool {
+func covered(old *Set, p string) bool {
 	for q := p; ; q = path.Dir(q) {
 		if _, ok := old.Lookup(q); ok {
 			return true
@@ -48,7 +48,7 @@ func covered(old *HiddenSet, p string) bool {
 // call Close.
 type Watcher struct {
 	root string
-	h    *HiddenSet
+	h    *Set
 
 	mu    sync.Mutex
 	fd    int
@@ -57,12 +57,15 @@ type Watcher struct {
 	err   error            // set once the repository became unsafe
 }
 
-const watchMask = unix.IN_CREATE | unix.IN_MOVED_TO | unix.IN_ONLYDIR | unix.IN_DONT_FOLLOW
+// watchMask watches a directory for new entries. The watch is added
+// through the directory's /proc/self/fd magic link, which names exactly
+// the inode the walk opened, so no link is followed on the way.
+const watchMask = unix.IN_CREATE | unix.IN_MOVED_TO | unix.IN_ONLYDIR
 
 // NewWatcher watches every visible directory of the repository at root.
 // It fails (errdefs.ErrUnavailable) when inotify is unavailable or the
 // watch limit is too low; callers then check by rescanning.
-func NewWatcher(root string, h *HiddenSet) (*Watcher, error) {
+func NewWatcher(root string, h *Set) (*Watcher, error) {
 	fd, err := unix.InotifyInit1(unix.IN_NONBLOCK | unix.IN_CLOEXEC)
 	if err != nil {
 		return nil, fmt.Errorf("%w: inotify: %v", errdefs.ErrUnavailable, err)
@@ -75,30 +78,56 @@ func NewWatcher(root string, h *HiddenSet) (*Watcher, error) {
 	return w, nil
 }
 
-// addTree watches dir and every visible directory below it.
+// addTree watches dir and every visible directory below it (rootfs.Walk:
+// never through a link). A dir that is gone, or is no longer a
+// directory, is skipped: the next Check rescans anyway.
 func (w *Watcher) addTree(dir string) error {
 	if _, hidden := (&View{root: w.root, h: w.h}).Hidden(dir); hidden && dir != "." {
 		return nil
 	}
-	wd, err := unix.InotifyAddWatch(w.fd, filepath.Join(w.root, filepath.FromSlash(dir)), watchMask)
-	if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) {
+	root, err := rootfs.OpenRoot(w.root)
+	if err != nil {
+		return fmt.Errorf("%w: watching %s: %v", errdefs.ErrUnavailable, w.root, err)
+	}
+	defer root.Close()
+	start, err := root.OpenDir(dir, rootfs.NoSymlinks)
+	if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) || errors.Is(err, unix.ELOOP) {
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("%w: inotify watch on %s: %v", errdefs.ErrUnavailable, dir, err)
+		return fmt.Errorf("%w: watching %s: %v", errdefs.ErrUnavailable, dir, err)
 	}
-	w.dirs[int32(wd)] = dir
-	entries, err := os.ReadDir(filepath.Join(w.root, filepath.FromSlash(dir)))
-	if err != nil {
-		return nil
-	}
-	for _, e := range entries {
-		if e.IsDir() {
-			if err := w.addTree(path.Join(dir, e.Name())); err != nil {
-				return err
+	defer start.Close()
+	err = rootfs.Walk(start, rootfs.Visitor{
+		Dir: w.watch,
+		Entry: func(d *rootfs.Dir, e fs.DirEntry) error {
+			if !e.IsDir() {
+				return nil
 			}
-		}
+			p := d.Join(e.Name())
+			if _, ok := w.h.hides[p]; ok {
+				return rootfs.SkipDir
+			}
+			if _, hidden := w.h.judge(p, typeDir, w.h.stackFor(d.Rel())); hidden {
+				return rootfs.SkipDir
+			}
+			return nil
+		},
+	})
+	if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ELOOP) || errors.Is(err, unix.ENOTDIR) {
+		// Renamed or replaced while being walked: the next Check rescans.
+		return nil
 	}
+	return err
+}
+
+// watch adds an inotify watch on the directory d.
+func (w *Watcher) watch(d *rootfs.Dir) error {
+	wd, err := unix.InotifyAddWatch(w.fd, fmt.Sprintf("/proc/self/fd/%d", d.Fd()), watchMask)
+	if err != nil {
+		return fmt.Errorf("%w: inotify watch on %s: %v", errdefs.ErrUnavailable, d.Rel(), err)
+	}
+	w.dirs[int32(wd)] = d.Rel()
 	return nil
 }
 
@@ -143,7 +172,7 @@ func (w *Watcher) Check() error {
 		return nil
 	}
 	w.dirty = false
-	fresh, err := ComputeHidden(w.root, w.h.Options())
+	fresh, err := Compute(w.root, w.h.Options())
 	if err != nil {
 		return fmt.Errorf("rescanning the repository: %w", err)
 	}
@@ -162,8 +191,8 @@ func changedError(h Hide) error {
 // Rescan computes the hidden set of the repository now and fails like
 // Watcher.Check when it holds a path old does not cover. It is the check
 // of a process that reopens a session (no watcher saw the time between).
-func Rescan(root string, old *HiddenSet) error {
-	fresh, err := ComputeHidden(root, old.Options())
+func Rescan(root string, old *Set) error {
+	fresh, err := Compute(root, old.Options())
 	if err != nil {
 		return fmt.Errorf("rescanning the repository: %w", err)
 	}

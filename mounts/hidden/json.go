@@ -1,4 +1,4 @@
-package mounts
+package hidden
 
 import (
 	"encoding/json"
@@ -6,24 +6,25 @@ import (
 	"sort"
 
 	"github.com/containerd/errdefs"
+	"github.com/corral-sandbox/corral/mounts/ignore"
 )
 
-// hiddenSetVersion is the version of the persisted form of a HiddenSet.
-const hiddenSetVersion = 1
+// setVersion is the version of the persisted form of a Set.
+const setVersion = 1
 
-// hiddenSetJSON is the persisted form of a HiddenSet: the options, the
+// setJSON is the persisted form of a Set: the options, the
 // ignore files as they were read when the set was computed (the patterns
 // only, by line) and the hidden paths with their rules. Nothing in it is
 // read from the repository again, so a later change to an ignore file,
 // by the agent or anyone else, cannot change a reopened session's set.
-type hiddenSetJSON struct {
+type setJSON struct {
 	Version     int              `json:"version"`
-	Options     hideOptionsJSON  `json:"options"`
+	Options     optionsJSON      `json:"options"`
 	IgnoreFiles []ignoreFileJSON `json:"ignore_files"`
 	Hides       []hideJSON       `json:"hides"`
 }
 
-type hideOptionsJSON struct {
+type optionsJSON struct {
 	IgnoreFileName string   `json:"ignore_file_name"`
 	WriteDir       string   `json:"write_dir"`
 	Forced         []string `json:"forced"`
@@ -49,10 +50,10 @@ type hideJSON struct {
 // MarshalJSON persists the set so that a session reopened later (by
 // another corral process, after a restart) judges paths exactly as the
 // session did when it started.
-func (h *HiddenSet) MarshalJSON() ([]byte, error) {
-	out := hiddenSetJSON{
-		Version: hiddenSetVersion,
-		Options: hideOptionsJSON{IgnoreFileName: h.opts.IgnoreFileName, WriteDir: h.opts.WriteDir, Forced: h.opts.Forced},
+func (h *Set) MarshalJSON() ([]byte, error) {
+	out := setJSON{
+		Version: setVersion,
+		Options: optionsJSON{IgnoreFileName: h.opts.IgnoreFileName, WriteDir: h.opts.WriteDir, Forced: h.opts.Forced},
 		Hides:   make([]hideJSON, 0, len(h.paths)),
 	}
 	dirs := make([]string, 0, len(h.ignores))
@@ -62,9 +63,9 @@ func (h *HiddenSet) MarshalJSON() ([]byte, error) {
 	sort.Strings(dirs)
 	for _, d := range dirs {
 		f := h.ignores[d]
-		fj := ignoreFileJSON{Dir: f.dir, Source: f.source, Patterns: make([]patternJSON, 0, len(f.patterns))}
-		for _, p := range f.patterns {
-			fj.Patterns = append(fj.Patterns, patternJSON{Line: p.line, Text: p.text})
+		fj := ignoreFileJSON{Dir: f.Dir, Source: f.Source, Patterns: make([]patternJSON, 0, len(f.Patterns))}
+		for _, p := range f.Patterns {
+			fj.Patterns = append(fj.Patterns, patternJSON{Line: p.Line, Text: p.Text})
 		}
 		out.IgnoreFiles = append(out.IgnoreFiles, fj)
 	}
@@ -75,18 +76,18 @@ func (h *HiddenSet) MarshalJSON() ([]byte, error) {
 	return json.Marshal(out)
 }
 
-// UnmarshalHiddenSet restores a set persisted with MarshalJSON. It fails
+// Unmarshal restores a set persisted with MarshalJSON. It fails
 // with errdefs.ErrInvalidArgument on an unknown version or a malformed
 // entry; it never reads the repository.
-func UnmarshalHiddenSet(data []byte) (*HiddenSet, error) {
-	var in hiddenSetJSON
+func Unmarshal(data []byte) (*Set, error) {
+	var in setJSON
 	if err := json.Unmarshal(data, &in); err != nil {
 		return nil, fmt.Errorf("decoding hidden set: %w: %v", errdefs.ErrInvalidArgument, err)
 	}
-	if in.Version != hiddenSetVersion {
-		return nil, fmt.Errorf("decoding hidden set: %w: version %d, want %d", errdefs.ErrInvalidArgument, in.Version, hiddenSetVersion)
+	if in.Version != setVersion {
+		return nil, fmt.Errorf("decoding hidden set: %w: version %d, want %d", errdefs.ErrInvalidArgument, in.Version, setVersion)
 	}
-	h, err := newHiddenSet(HideOptions{IgnoreFileName: in.Options.IgnoreFileName, WriteDir: in.Options.WriteDir, Forced: in.Options.Forced})
+	h, err := newSet(Options{IgnoreFileName: in.Options.IgnoreFileName, WriteDir: in.Options.WriteDir, Forced: in.Options.Forced})
 	if err != nil {
 		return nil, fmt.Errorf("decoding hidden set: %w", err)
 	}
@@ -94,9 +95,9 @@ func UnmarshalHiddenSet(data []byte) (*HiddenSet, error) {
 		if !canonical(fj.Dir) || !canonical(fj.Source) {
 			return nil, fmt.Errorf("decoding hidden set: %w: ignore file %q in %q", errdefs.ErrInvalidArgument, fj.Source, fj.Dir)
 		}
-		f := &ignoreFile{dir: fj.Dir, source: fj.Source}
+		f := &ignore.File{Dir: fj.Dir, Source: fj.Source}
 		for _, p := range fj.Patterns {
-			f.patterns = append(f.patterns, parsePattern(p.Text, p.Line))
+			f.Patterns = append(f.Patterns, ignore.ParsePattern(p.Text, p.Line))
 		}
 		h.ignores[fj.Dir] = f
 	}

@@ -1,4 +1,4 @@
-package mounts
+package hidden
 
 import (
 	"os"
@@ -14,7 +14,7 @@ func TestWatcherRefusesUncoveredHiddenPaths(t *testing.T) {
 	require.NoError(t, os.WriteFile(filepath.Join(repo, ".openwikiignore"), []byte("*.key\nsecrets/\n"), 0o644))
 	require.NoError(t, os.MkdirAll(filepath.Join(repo, "src", "deep"), 0o755))
 	require.NoError(t, os.MkdirAll(filepath.Join(repo, "secrets"), 0o755))
-	h, err := ComputeHidden(repo, HideOptions{})
+	h, err := Compute(repo, Options{})
 	require.NoError(t, err)
 	w, err := NewWatcher(repo, h)
 	require.NoError(t, err)

@@ -1,20 +1,19 @@
-package mounts
+package hidden
 
 import (
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
-	"os"
-	"path"
 	"sort"
 	"strings"
 
 	"github.com/containerd/errdefs"
+	"github.com/corral-sandbox/corral/internal/rootfs"
+	"github.com/corral-sandbox/corral/mounts/ignore"
 	"golang.org/x/sys/unix"
 )
 
-// Defaults of HideOptions.
+// Defaults of Options.
 const (
 	DefaultIgnoreFileName = ".openwikiignore"
 	DefaultWriteDir       = "openwiki"
@@ -23,9 +22,9 @@ const (
 // gitDirRule is the rule of every hidden ".git", file or directory.
 const gitDirRule = ".git is hidden at any depth"
 
-// HideOptions says what ComputeHidden hides besides the repository's own
+// Options says what Compute hides besides the repository's own
 // ignore files. It comes from the trusted launcher and profile only.
-type HideOptions struct {
+type Options struct {
 	// IgnoreFileName is the per-directory ignore file, gitignore syntax,
 	// each applying to its own directory. Default ".openwikiignore".
 	IgnoreFileName string
@@ -38,7 +37,7 @@ type HideOptions struct {
 	Forced []string
 }
 
-// Hide is one path of a HiddenSet.
+// Hide is one path of a Set.
 type Hide struct {
 	// Path is canonical and repository-relative, e.g. "secrets".
 	Path string
@@ -48,40 +47,41 @@ type Hide struct {
 	Dir bool
 }
 
-// HiddenSet is the minimal set of paths hidden from the repository view
+// Set is the minimal set of paths hidden from the repository view
 // (a hidden directory, never its contents), computed once from the base
 // repository when the session starts, with the rules that produced it.
 // Later writes to the repository, to an ignore file included, never
 // change it. It is safe for concurrent reads.
-type HiddenSet struct {
-	opts    HideOptions
-	claims  string      // WriteDir + "/.claims"
-	forced  *ignoreFile // opts.Forced, as a root ignore file
-	ignores map[string]*ignoreFile
+type Set struct {
+	opts    Options
+	claims  string       // WriteDir + "/.claims"
+	forced  *ignore.File // opts.Forced, as a root ignore file
+	ignores map[string]*ignore.File
 	hides   map[string]Hide
 	paths   []string
 }
 
-// ComputeHidden walks the repository at root once and returns its hidden
-// set: paths matched by the ignore files (git's semantics, nested files
+// Compute walks the repository at root once and returns its hidden set:
+// paths matched by the ignore files (git's semantics, nested files
 // included), ".git" at any depth (file or directory, any case), the
 // write directory's ".claims" (any case), and opts.Forced.
 //
-// The walk reads directories with getdents through descriptors opened
-// O_NOFOLLOW relative to their parent, never follows a symlink, never
-// descends into a hidden directory and stats nothing it does not need.
-// Symlinked or non-regular ignore files are skipped, as git does.
-func ComputeHidden(root string, opts HideOptions) (*HiddenSet, error) {
-	h, err := newHiddenSet(opts)
+// The walk is rootfs.Walk: directories are read with getdents through
+// descriptors opened O_NOFOLLOW relative to their parent, no symlink is
+// ever followed, no hidden directory is entered, and nothing is stat'ed
+// that the walk does not need. Symlinked or non-regular ignore files are
+// skipped, as git does.
+func Compute(root string, opts Options) (*Set, error) {
+	h, err := newSet(opts)
 	if err != nil {
 		return nil, err
 	}
-	fd, err := unix.Open(root, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	d, err := rootfs.OpenRoot(root)
 	if err != nil {
 		return nil, fmt.Errorf("computing hidden paths: opening repository %q: %w", root, osError(err))
 	}
-	w := walker{h: h, root: root}
-	if err := w.dir(fd, ".", nil); err != nil {
+	defer d.Close()
+	if err := rootfs.Walk(d, rootfs.Visitor{Dir: h.readIgnoreFile, Entry: h.visit}); err != nil {
 		return nil, fmt.Errorf("computing hidden paths of %q: %w", root, err)
 	}
 	h.paths = make([]string, 0, len(h.hides))
@@ -92,7 +92,7 @@ func ComputeHidden(root string, opts HideOptions) (*HiddenSet, error) {
 	return h, nil
 }
 
-func newHiddenSet(opts HideOptions) (*HiddenSet, error) {
+func newSet(opts Options) (*Set, error) {
 	if opts.IgnoreFileName == "" {
 		opts.IgnoreFileName = DefaultIgnoreFileName
 	}
@@ -106,29 +106,29 @@ func newHiddenSet(opts HideOptions) (*HiddenSet, error) {
 		return nil, fmt.Errorf("write directory %q is not canonical: %w", opts.WriteDir, errdefs.ErrInvalidArgument)
 	}
 	opts.Forced = append([]string(nil), opts.Forced...)
-	forced := &ignoreFile{dir: ".", source: "profile"}
+	forced := &ignore.File{Dir: ".", Source: "profile"}
 	for i, f := range opts.Forced {
 		if strings.TrimSpace(f) == "" || strings.ContainsAny(f, "\n\x00") {
 			return nil, fmt.Errorf("forced pattern %q: %w", f, errdefs.ErrInvalidArgument)
 		}
-		forced.patterns = append(forced.patterns, parsePattern(trimTrailingSpaces(strings.TrimSuffix(f, "\r")), i+1))
+		forced.Patterns = append(forced.Patterns, ignore.ParsePattern(ignore.TrimTrailingSpaces(strings.TrimSuffix(f, "\r")), i+1))
 	}
-	return &HiddenSet{
+	return &Set{
 		opts:    opts,
 		claims:  opts.WriteDir + "/.claims",
 		forced:  forced,
-		ignores: map[string]*ignoreFile{},
+		ignores: map[string]*ignore.File{},
 		hides:   map[string]Hide{},
 	}, nil
 }
 
 // Paths returns the hidden paths, sorted.
-func (h *HiddenSet) Paths() []string {
+func (h *Set) Paths() []string {
 	return append([]string(nil), h.paths...)
 }
 
 // Hides returns the hidden paths with their rules, sorted by path.
-func (h *HiddenSet) Hides() []Hide {
+func (h *Set) Hides() []Hide {
 	out := make([]Hide, len(h.paths))
 	for i, p := range h.paths {
 		out[i] = h.hides[p]
@@ -138,17 +138,17 @@ func (h *HiddenSet) Hides() []Hide {
 
 // Lookup returns the entry for p if p itself (not an ancestor) is in the
 // set.
-func (h *HiddenSet) Lookup(p string) (Hide, bool) {
+func (h *Set) Lookup(p string) (Hide, bool) {
 	e, ok := h.hides[p]
 	return e, ok
 }
 
 // Len is the number of hidden paths.
-func (h *HiddenSet) Len() int { return len(h.paths) }
+func (h *Set) Len() int { return len(h.paths) }
 
 // Options returns the options the set was computed with, defaults filled
 // in.
-func (h *HiddenSet) Options() HideOptions {
+func (h *Set) Options() Options {
 	o := h.opts
 	o.Forced = append([]string(nil), o.Forced...)
 	return o
@@ -181,23 +181,23 @@ func typeOf(m fs.FileMode) entryType {
 // ("d/" does not match a link d). Forced directory patterns do match a
 // symlink: a link ".claude -> conf" must not let an agent read
 // ".claude/settings.json" through it.
-func (h *HiddenSet) judge(p string, typ entryType, stack ignoreStack) (rule string, hidden bool) {
+func (h *Set) judge(p string, typ entryType, stack ignore.Stack) (rule string, hidden bool) {
 	if strings.EqualFold(p[strings.LastIndexByte(p, '/')+1:], ".git") {
 		return gitDirRule, true
 	}
 	if len(p) == len(h.claims) && strings.EqualFold(p, h.claims) {
 		return h.claims + " is owned by corral", true
 	}
-	if res, pat := h.forced.match(p, typ != typeFile); res == excluded {
-		return "profile hides agent config " + pat.text, true
+	if res, pat := h.forced.Match(p, typ != typeFile); res == ignore.Excluded {
+		return "profile hides agent config " + pat.Text, true
 	}
-	return stack.match(p, typ == typeDir)
+	return stack.Match(p, typ == typeDir)
 }
 
 // stackFor returns the ignore files that apply to the entries of dir,
-// read at ComputeHidden time.
-func (h *HiddenSet) stackFor(dir string) ignoreStack {
-	var s ignoreStack
+// read at Compute time.
+func (h *Set) stackFor(dir string) ignore.Stack {
+	var s ignore.Stack
 	if f := h.ignores["."]; f != nil {
 		s = append(s, f)
 	}
@@ -214,89 +214,41 @@ func (h *HiddenSet) stackFor(dir string) ignoreStack {
 	return s
 }
 
-type walker struct {
-	h    *HiddenSet
-	root string
-}
-
-// dir reads the directory open at fd (canonical path rel, not hidden),
-// records its hidden entries and descends into the others. It closes fd.
-func (w *walker) dir(fd int, rel string, stack ignoreStack) error {
-	f := os.NewFile(uintptr(fd), path.Join(w.root, rel))
+// readIgnoreFile reads the ignore file of the directory d, which the
+// walk just entered, if it has one: it applies to d's entries whether or
+// not d itself is ignored (as in git). A symlink or anything but a
+// regular file in its place is skipped, never opened.
+func (h *Set) readIgnoreFile(d *rootfs.Dir) error {
+	name := h.opts.IgnoreFileName
+	f, _, err := d.OpenRegular(name, nil)
+	switch {
+	case errors.Is(err, unix.ENOENT), errors.Is(err, unix.ELOOP), errors.Is(err, rootfs.ErrNotRegular):
+		return nil
+	case err != nil:
+		return fmt.Errorf("reading %s: %w", d.Join(name), osError(err))
+	}
 	defer f.Close()
-	entries, err := f.ReadDir(-1)
+	data, err := rootfs.ReadAtMost(f, 0, ignore.MaxFileSize)
 	if err != nil {
-		return fmt.Errorf("reading %s: %w", rel, err)
+		return fmt.Errorf("reading %s: %w", d.Join(name), err)
 	}
-	// The directory's own ignore file applies to its entries, whether or
-	// not it is itself ignored (as in git).
-	for _, e := range entries {
-		if e.Name() == w.h.opts.IgnoreFileName && e.Type().IsRegular() {
-			data, err := readIgnoreFile(fd, e.Name())
-			if err != nil {
-				return fmt.Errorf("reading %s: %w", join(rel, e.Name()), err)
-			}
-			if data != nil {
-				ig := parseIgnore(rel, join(rel, e.Name()), data)
-				w.h.ignores[rel] = ig
-				stack = append(stack[:len(stack):len(stack)], ig)
-			}
-			break
-		}
+	if len(data) > ignore.MaxFileSize {
+		return fmt.Errorf("reading %s: larger than %d bytes: %w", d.Join(name), ignore.MaxFileSize, errdefs.ErrInvalidArgument)
 	}
-	for _, e := range entries {
-		p := join(rel, e.Name())
-		typ := typeOf(e.Type())
-		isDir := typ == typeDir
-		if rule, hidden := w.h.judge(p, typ, stack); hidden {
-			w.h.hides[p] = Hide{Path: p, Rule: rule, Dir: isDir}
-			continue
-		}
-		if !isDir {
-			continue
-		}
-		cfd, err := unix.Openat(fd, e.Name(), unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-		if err != nil {
-			return fmt.Errorf("opening %s: %w", p, osError(err))
-		}
-		if err := w.dir(cfd, p, stack); err != nil {
-			return err
-		}
-	}
+	h.ignores[d.Rel()] = ignore.Parse(d.Rel(), d.Join(name), data)
 	return nil
 }
 
-// readIgnoreFile reads name in the directory at dirfd without following a
-// symlink or blocking on a fifo swapped in since the directory was read.
-// It returns nil data for anything but a regular file.
-func readIgnoreFile(dirfd int, name string) ([]byte, error) {
-	fd, err := unix.Openat(dirfd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
-	if errors.Is(err, unix.ELOOP) || errors.Is(err, unix.ENOENT) {
-		return nil, nil
+// visit records the entry e of the visible directory d when the rules
+// hide it, and keeps the walk out of it.
+func (h *Set) visit(d *rootfs.Dir, e fs.DirEntry) error {
+	p := d.Join(e.Name())
+	typ := typeOf(e.Type())
+	if rule, hidden := h.judge(p, typ, h.stackFor(d.Rel())); hidden {
+		h.hides[p] = Hide{Path: p, Rule: rule, Dir: typ == typeDir}
+		return rootfs.SkipDir
 	}
-	if err != nil {
-		return nil, osError(err)
-	}
-	f := os.NewFile(uintptr(fd), name)
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if !st.Mode().IsRegular() {
-		return nil, nil
-	}
-	if st.Size() > maxIgnoreFileSize {
-		return nil, fmt.Errorf("larger than %d bytes: %w", maxIgnoreFileSize, errdefs.ErrInvalidArgument)
-	}
-	data, err := io.ReadAll(io.LimitReader(f, maxIgnoreFileSize+1))
-	if err != nil {
-		return nil, err
-	}
-	if len(data) > maxIgnoreFileSize {
-		return nil, fmt.Errorf("larger than %d bytes: %w", maxIgnoreFileSize, errdefs.ErrInvalidArgument)
-	}
-	return data, nil
+	return nil
 }
 
 // join appends name to the canonical directory dir.
