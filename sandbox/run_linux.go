@@ -153,7 +153,7 @@ func (s *Session) create(argv []string) (_ *container, retErr error) {
 		return nil, err
 	}
 	process := argv
-	ms := s.layout.Mounts()
+	ms := s.layout.Binds()
 	if argv == nil {
 		c.argvFile = filepath.Join(s.layout.Ctl, id)
 		process = []string{initPath, ctlPath + "/" + id}
