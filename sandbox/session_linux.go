@@ -14,9 +14,11 @@ import (
 	"sync"
 	"sync/atomic"
 
+	containerd "github.com/containerd/containerd/v2/client"
 	"github.com/containerd/errdefs"
 	"github.com/corral-sandbox/corral/allowlist"
 	"github.com/corral-sandbox/corral/audit"
+	"github.com/corral-sandbox/corral/internal/initctl"
 	"github.com/corral-sandbox/corral/mounts"
 	"github.com/corral-sandbox/corral/mounts/changeset"
 	"github.com/corral-sandbox/corral/mounts/hidden"
@@ -81,10 +83,11 @@ type Session struct {
 	layout *mounts.Layout
 	closed bool
 	seq    atomic.Int64
-	// imaged is set once the image was looked at (warm, helper).
-	imaged bool
-	// helper is set when the image has corral's file-tool helper.
-	helper bool
+	// image (its snapshot is every container's root) and init (the
+	// corral-init bound into every container) are resolved once, by the
+	// first prepare; any image works.
+	image containerd.Image
+	init  string
 
 	// store is set for a persistent session (CreateSession,
 	// OpenSession): its mounts outlive the process.
@@ -93,9 +96,6 @@ type Session struct {
 	// (store.lock does across processes).
 	fileMu sync.Mutex
 
-	// warm is set when the image has corral-init: containers are then
-	// created before the call arrives and the argv handed over at start.
-	warm bool
 	// watch notices files created in the repository after the start
 	// (long-lived processes); nil in one-call processes.
 	watch   *hidden.Watcher
@@ -119,6 +119,11 @@ func NewPolicy(cfg SessionConfig) (*Policy, error) {
 func newPolicy(cfg SessionConfig, hs *hidden.Set) (*Policy, error) {
 	if cfg.Profile == nil {
 		return nil, fmt.Errorf("session: %w: no profile", errdefs.ErrInvalidArgument)
+	}
+	// Before anything reads the repository: "/" (or "") would be walked
+	// whole.
+	if err := mounts.CheckPaths(cfg.Repo, ""); err != nil {
+		return nil, err
 	}
 	repo, err := filepath.Abs(cfg.Repo)
 	if err != nil {
@@ -174,10 +179,15 @@ func newPolicy(cfg SessionConfig, hs *hidden.Set) (*Policy, error) {
 	return &Policy{Repo: repo, Scope: scope, Profile: cfg.Profile, limits: limits, hidden: hs, view: view, plan: plan}, nil
 }
 
-// NewSession builds the session's Policy (see NewPolicy for its errors).
+// NewSession builds the session's Policy (see NewPolicy for its errors;
+// a repository that holds the state directory, or that the state
+// directory holds, is errdefs.ErrInvalidArgument: mounts.CheckPaths).
 // Host mounts are made when the first invocation runs, so a refused
 // invocation leaves no trace.
 func (e *Executor) NewSession(ctx context.Context, cfg SessionConfig) (*Session, error) {
+	if err := mounts.CheckPaths(cfg.Repo, e.cfg.StateDir); err != nil {
+		return nil, err
+	}
 	p, err := NewPolicy(cfg)
 	if err != nil {
 		return nil, err
@@ -245,7 +255,7 @@ func (s *Session) ExecWithoutPolicy(ctx context.Context, argv []string, stdout, 
 	if err := s.checkRepo(); err != nil {
 		return nil, err
 	}
-	return s.run(ctx, argv, stdout, stderr)
+	return s.run(ctx, initctl.Request{Mode: initctl.Exec, Argv: argv}, stdout, stderr)
 }
 
 // checkRepo refuses to run once a file appeared in the repository that
@@ -277,17 +287,19 @@ func (s *Session) prepare() error {
 	if s.closed {
 		return errClosed
 	}
-	if s.layout != nil && s.imaged {
+	if s.layout != nil && s.image != nil {
 		return nil
 	}
-	if !s.imaged {
+	if s.image == nil {
 		img, err := s.exec.image(s.exec.Context(context.Background()))
 		if err != nil {
 			return err
 		}
-		s.warm = !s.exec.cfg.Cold && img.Labels()[labelInit] != ""
-		s.helper = img.Labels()[labelHelper] != ""
-		s.imaged = true
+		init, err := s.exec.initBinary()
+		if err != nil {
+			return err
+		}
+		s.image, s.init = img, init
 	}
 	if s.layout != nil {
 		return nil

@@ -127,6 +127,9 @@ func (e *Executor) sessionDir(id string) (string, error) {
 // launcher named the profile, for the record. The caller must call Close
 // (which keeps everything).
 func (e *Executor) CreateSession(ctx context.Context, cfg SessionConfig, profileSource string) (s *Session, retErr error) {
+	if err := mounts.CheckPaths(cfg.Repo, e.cfg.StateDir); err != nil {
+		return nil, err
+	}
 	p, err := NewPolicy(cfg)
 	if err != nil {
 		return nil, err

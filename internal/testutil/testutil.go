@@ -5,6 +5,8 @@ package testutil
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -115,8 +117,28 @@ func Executor(t testing.TB) *sandbox.Executor {
 	return e
 }
 
+var (
+	binOnce sync.Once
+	binPath string
+)
+
+// binDir holds what the tests build (corral, corral-init, the probe): one
+// directory per module checkout, so that test runs of other checkouts on
+// the same machine never replace this one's binaries.
+func binDir() string {
+	binOnce.Do(func() {
+		root, err := moduleRoot()
+		if err != nil {
+			root = "unknown"
+		}
+		sum := sha256.Sum256([]byte(root))
+		binPath = filepath.Join(os.TempDir(), "corral-it-bin-"+hex.EncodeToString(sum[:6]))
+	})
+	return binPath
+}
+
 // CorralPath is where BuildCorral builds corral for the tests.
-func CorralPath() string { return filepath.Join(os.TempDir(), "corral-it-bin", "corral") }
+func CorralPath() string { return filepath.Join(binDir(), "corral") }
 
 var (
 	corralOnce sync.Once
@@ -141,14 +163,14 @@ func BuildCorral() error {
 }
 
 // ProbePath is where the probe binary is built on the host.
-func ProbePath() string { return filepath.Join(os.TempDir(), "corral-probe") }
+func ProbePath() string { return filepath.Join(binDir(), "probe") }
 
 func buildTestImage(e *sandbox.Executor) error {
 	root, err := moduleRoot()
 	if err != nil {
 		return err
 	}
-	initPath := filepath.Join(os.TempDir(), "corral-it-init")
+	initPath := filepath.Join(binDir(), "corral-init")
 	for out, pkg := range map[string]string{ProbePath(): "./integration/probe", initPath: "./cmd/corral-init"} {
 		cmd := exec.Command("go", "build", "-o", out, pkg)
 		cmd.Dir = root
@@ -157,21 +179,21 @@ func buildTestImage(e *sandbox.Executor) error {
 			return &buildError{out: string(out), err: err}
 		}
 	}
-	// The launcher's environment (trusted) names corral-init; sessions then
-	// create their containers before calls arrive.
+	// The launcher's environment (trusted) names corral-init, which every
+	// container gets bound from the host.
 	if os.Getenv("CORRAL_INIT") == "" {
 		os.Setenv("CORRAL_INIT", initPath)
 	}
-	// corral itself (cgo, for libseccomp) is the file tools' helper in the
-	// image, and the binary the CLI and MCP tests run.
+	// corral itself (cgo, for libseccomp) is the binary the CLI and MCP
+	// tests run; in the image it keeps `corral fs` (the file tools'
+	// in-container half, as corral-init's fs mode runs it) testable on its
+	// own.
 	if err := BuildCorral(); err != nil {
 		return err
 	}
-	if os.Getenv("CORRAL_HELPER") == "" {
-		os.Setenv("CORRAL_HELPER", CorralPath())
-	}
 	spec := sandbox.DefaultImageSpec()
 	spec.Ref = TestImageRef
+	spec.Files["/usr/bin/corral"] = CorralPath()
 	busybox, err := exec.LookPath("busybox")
 	if err != nil {
 		return err
