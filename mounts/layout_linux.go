@@ -283,12 +283,12 @@ func (l *Layout) mount(m hostMount, step func(string, func() error, func() error
 		mm := m.Mount
 		mm.Target = ""
 		if m.pin {
-			fd, err := unix.Open(m.Source, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+			d, err := rootfs.OpenRoot(m.Source)
 			if err != nil {
-				return fmt.Errorf("opening %s: %w", m.Source, err)
+				return err
 			}
-			defer unix.Close(fd)
-			mm.Source = fmt.Sprintf("/proc/self/fd/%d", fd)
+			defer d.Close()
+			mm.Source = fmt.Sprintf("/proc/self/fd/%d", d.Fd())
 		}
 		if err := mm.Mount(m.Target); err != nil {
 			return err

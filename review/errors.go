@@ -2,7 +2,6 @@ package review
 
 import (
 	"errors"
-	"strings"
 
 	"github.com/containerd/errdefs"
 	"github.com/corral-sandbox/corral/mounts/changeset"
@@ -25,7 +24,7 @@ type RefusedError struct {
 	Problems []Problem
 }
 
-func (e *RefusedError) Error() string { return "refused: " + joinProblems(e.Problems) }
+func (e *RefusedError) Error() string { return "refused: " + changeset.Join(e.Problems) }
 
 // Unwrap returns errdefs.ErrPermissionDenied.
 func (e *RefusedError) Unwrap() error { return errdefs.ErrPermissionDenied }
@@ -38,7 +37,7 @@ type ConflictError struct {
 	Problems []Problem
 }
 
-func (e *ConflictError) Error() string { return "conflict: " + joinProblems(e.Problems) }
+func (e *ConflictError) Error() string { return "conflict: " + changeset.Join(e.Problems) }
 
 // Unwrap returns errdefs.ErrFailedPrecondition.
 func (e *ConflictError) Unwrap() error { return errdefs.ErrFailedPrecondition }
@@ -53,21 +52,8 @@ type RollbackError struct {
 }
 
 func (e *RollbackError) Error() string {
-	return "apply failed (" + e.Err.Error() + ") and could not be fully undone; restore by hand: " + joinProblems(e.Left)
+	return "apply failed (" + e.Err.Error() + ") and could not be fully undone; restore by hand: " + changeset.Join(e.Left)
 }
 
 // Unwrap returns the error that stopped the apply.
 func (e *RollbackError) Unwrap() error { return e.Err }
-
-func joinProblems(ps []Problem) string {
-	var b strings.Builder
-	for i, p := range ps {
-		if i > 0 {
-			b.WriteString("; ")
-		}
-		b.WriteString(p.Path)
-		b.WriteString(": ")
-		b.WriteString(p.Reason)
-	}
-	return b.String()
-}

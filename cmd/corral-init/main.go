@@ -21,9 +21,11 @@ package main
 
 import (
 	"os"
+	"path/filepath"
 	"syscall"
 
 	"github.com/corral-sandbox/corral/internal/initctl"
+	"github.com/corral-sandbox/corral/internal/rootfs"
 	"github.com/corral-sandbox/corral/sandbox/fsop"
 )
 
@@ -80,30 +82,8 @@ func execTool(argv []string) {
 	fail(127, name+": command not found")
 }
 
-// readFile reads the control file without following a link, at most
-// initctl.MaxBytes.
+// readFile reads the control file (a regular file, no link on the way
+// below its directory) at most initctl.MaxBytes.
 func readFile(p string) ([]byte, error) {
-	fd, err := syscall.Open(p, syscall.O_RDONLY|syscall.O_CLOEXEC|syscall.O_NOFOLLOW, 0)
-	if err != nil {
-		return nil, err
-	}
-	defer syscall.Close(fd)
-	var out []byte
-	buf := make([]byte, 64<<10)
-	for {
-		n, err := syscall.Read(fd, buf)
-		if err == syscall.EINTR {
-			continue
-		}
-		if err != nil {
-			return nil, err
-		}
-		if n == 0 {
-			return out, nil
-		}
-		out = append(out, buf[:n]...)
-		if len(out) > initctl.MaxBytes {
-			return nil, syscall.EFBIG
-		}
-	}
+	return rootfs.ReadFileInRoot(filepath.Dir(p), filepath.Base(p), rootfs.NoSymlinks, initctl.MaxBytes)
 }

@@ -87,16 +87,18 @@ type RejectedError struct {
 	Violations []Problem
 }
 
-func (e *RejectedError) Error() string {
+func (e *RejectedError) Error() string { return "change set rejected: " + Join(e.Violations) }
+
+// Join writes problems as one line: "path: reason; path: reason".
+func Join(problems []Problem) string {
 	var b strings.Builder
-	b.WriteString("change set rejected: ")
-	for i, v := range e.Violations {
+	for i, p := range problems {
 		if i > 0 {
 			b.WriteString("; ")
 		}
-		b.WriteString(v.Path)
+		b.WriteString(p.Path)
 		b.WriteString(": ")
-		b.WriteString(v.Reason)
+		b.WriteString(p.Reason)
 	}
 	return b.String()
 }

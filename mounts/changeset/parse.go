@@ -27,17 +27,7 @@ type PatchError struct {
 	Problems []Problem
 }
 
-func (e *PatchError) Error() string {
-	var b strings.Builder
-	b.WriteString("patch refused: ")
-	for i, p := range e.Problems {
-		if i > 0 {
-			b.WriteString("; ")
-		}
-		b.WriteString(p.Path + ": " + p.Reason)
-	}
-	return b.String()
-}
+func (e *PatchError) Error() string { return "patch refused: " + Join(e.Problems) }
 
 // Unwrap returns errdefs.ErrInvalidArgument.
 func (e *PatchError) Unwrap() error { return errdefs.ErrInvalidArgument }
