@@ -34,6 +34,8 @@ type Dir struct {
 	// slash-separated and canonical; "." for a root.
 	rel string
 	sys *syscalls
+	// listed is set once f's own directory offset has been used.
+	listed bool
 }
 
 // syscalls are the system calls a Dir makes that tests replace; a Dir's
@@ -321,15 +323,20 @@ func (d *Dir) Readlink(name string) (string, error) {
 }
 
 // ReadDir returns d's entries sorted by name, at most max of them (max
-// <= 0: all). Each call reads from the start, on a fresh open file
-// description: a dup would share, and move, d's directory offset.
+// <= 0: all). Each call reads from the start: the first on d's own
+// descriptor, later ones on a fresh open file description (a dup would
+// share, and move, d's directory offset).
 func (d *Dir) ReadDir(max int) ([]fs.DirEntry, error) {
-	fd, err := unix.Openat(d.Fd(), ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return nil, &os.PathError{Op: "openat", Path: d.rel, Err: err}
+	f := d.f
+	if d.listed {
+		fd, err := unix.Openat(d.Fd(), ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return nil, &os.PathError{Op: "openat", Path: d.rel, Err: err}
+		}
+		f = os.NewFile(uintptr(fd), d.Name())
+		defer f.Close()
 	}
-	f := os.NewFile(uintptr(fd), d.Name())
-	defer f.Close()
+	d.listed = true
 	var entries []fs.DirEntry
 	for max <= 0 || len(entries) < max {
 		n := -1

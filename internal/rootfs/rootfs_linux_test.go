@@ -286,7 +286,7 @@ func TestWalk(t *testing.T) {
 	)
 	var dirs, entries []string
 	err := Walk(d, Visitor{
-		Dir: func(d *Dir) error { dirs = append(dirs, d.Rel()); return nil },
+		Dir: func(d *Dir, _ []fs.DirEntry) error { dirs = append(dirs, d.Rel()); return nil },
 		Entry: func(d *Dir, e fs.DirEntry) error {
 			entries = append(entries, d.Join(e.Name()))
 			if e.Name() == "skip" {
@@ -320,7 +320,7 @@ func TestReadDirBounded(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, es, 2)
 	es, err = d.ReadDir(0)
-	require.NoError(t, err)
+	require.NoError(t, err, "a second read starts from the beginning")
 	var names []string
 	for _, e := range es {
 		names = append(names, e.Name())

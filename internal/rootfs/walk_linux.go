@@ -18,10 +18,10 @@ var (
 // Visitor is what Walk calls.
 type Visitor struct {
 	// Dir, when set, is called with each directory the walk enters, the
-	// start included, before its entries are visited: the place to read
-	// a directory's own files (an ignore file) or watch it. SkipDir
-	// skips the directory's entries.
-	Dir func(d *Dir) error
+	// start included, and its entries (sorted by name), before they are
+	// visited: the place to read a directory's own files (an ignore file)
+	// or watch it. SkipDir skips the directory's entries.
+	Dir func(d *Dir, entries []fs.DirEntry) error
 	// Entry is called with each entry of a directory, in name order, and
 	// the open directory holding it (d.Join(e.Name()) is its path). For a
 	// directory entry, nil enters it right away (depth first), SkipDir
@@ -45,16 +45,16 @@ func Walk(start *Dir, v Visitor) error {
 }
 
 func walk(d *Dir, v Visitor) error {
+	entries, err := d.ReadDir(0)
+	if err != nil {
+		return err
+	}
 	if v.Dir != nil {
-		if err := v.Dir(d); errors.Is(err, SkipDir) {
+		if err := v.Dir(d, entries); errors.Is(err, SkipDir) {
 			return nil
 		} else if err != nil {
 			return err
 		}
-	}
-	entries, err := d.ReadDir(0)
-	if err != nil {
-		return err
 	}
 	for _, e := range entries {
 		err := v.Entry(d, e)

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"slices"
 	"sort"
 	"strings"
 
@@ -81,7 +82,8 @@ func Compute(root string, opts Options) (*Set, error) {
 		return nil, fmt.Errorf("computing hidden paths: opening repository %q: %w", root, osError(err))
 	}
 	defer d.Close()
-	if err := rootfs.Walk(d, rootfs.Visitor{Dir: h.readIgnoreFile, Entry: h.visit}); err != nil {
+	w := &walker{h: h}
+	if err := rootfs.Walk(d, rootfs.Visitor{Dir: w.enter, Entry: w.visit}); err != nil {
 		return nil, fmt.Errorf("computing hidden paths of %q: %w", root, err)
 	}
 	h.paths = make([]string, 0, len(h.hides))
@@ -214,38 +216,54 @@ func (h *Set) stackFor(dir string) ignore.Stack {
 	return s
 }
 
-// readIgnoreFile reads the ignore file of the directory d, which the
-// walk just entered, if it has one: it applies to d's entries whether or
-// not d itself is ignored (as in git). A symlink or anything but a
-// regular file in its place is skipped, never opened.
-func (h *Set) readIgnoreFile(d *rootfs.Dir) error {
-	name := h.opts.IgnoreFileName
-	f, _, err := d.OpenRegular(name, nil)
-	switch {
-	case errors.Is(err, unix.ENOENT), errors.Is(err, unix.ELOOP), errors.Is(err, rootfs.ErrNotRegular):
-		return nil
-	case err != nil:
-		return fmt.Errorf("reading %s: %w", d.Join(name), osError(err))
+// walker is one Compute: the set it fills and the ignore files that apply
+// to the directory being visited.
+type walker struct {
+	h     *Set
+	dir   string       // the directory whose entries are visited
+	stack ignore.Stack // the ignore files that apply to them
+}
+
+// enter reads the ignore file of the directory d, which the walk just
+// entered, if it has one: it applies to d's entries whether or not d
+// itself is ignored (as in git). A symlink or anything but a regular file
+// in its place is skipped, never opened.
+func (w *walker) enter(d *rootfs.Dir, entries []fs.DirEntry) error {
+	name := w.h.opts.IgnoreFileName
+	i, found := slices.BinarySearchFunc(entries, name, func(e fs.DirEntry, n string) int { return strings.Compare(e.Name(), n) })
+	if found && entries[i].Type().IsRegular() {
+		f, _, err := d.OpenRegular(name, nil)
+		switch {
+		case errors.Is(err, unix.ENOENT), errors.Is(err, unix.ELOOP), errors.Is(err, rootfs.ErrNotRegular):
+		case err != nil:
+			return fmt.Errorf("reading %s: %w", d.Join(name), osError(err))
+		default:
+			defer f.Close()
+			data, err := rootfs.ReadAtMost(f, 0, ignore.MaxFileSize)
+			if err != nil {
+				return fmt.Errorf("reading %s: %w", d.Join(name), err)
+			}
+			if len(data) > ignore.MaxFileSize {
+				return fmt.Errorf("reading %s: larger than %d bytes: %w", d.Join(name), ignore.MaxFileSize, errdefs.ErrInvalidArgument)
+			}
+			w.h.ignores[d.Rel()] = ignore.Parse(d.Rel(), d.Join(name), data)
+		}
 	}
-	defer f.Close()
-	data, err := rootfs.ReadAtMost(f, 0, ignore.MaxFileSize)
-	if err != nil {
-		return fmt.Errorf("reading %s: %w", d.Join(name), err)
-	}
-	if len(data) > ignore.MaxFileSize {
-		return fmt.Errorf("reading %s: larger than %d bytes: %w", d.Join(name), ignore.MaxFileSize, errdefs.ErrInvalidArgument)
-	}
-	h.ignores[d.Rel()] = ignore.Parse(d.Rel(), d.Join(name), data)
+	w.dir, w.stack = d.Rel(), w.h.stackFor(d.Rel())
 	return nil
 }
 
 // visit records the entry e of the visible directory d when the rules
 // hide it, and keeps the walk out of it.
-func (h *Set) visit(d *rootfs.Dir, e fs.DirEntry) error {
+func (w *walker) visit(d *rootfs.Dir, e fs.DirEntry) error {
+	if d.Rel() != w.dir {
+		// Back from a subdirectory.
+		w.dir, w.stack = d.Rel(), w.h.stackFor(d.Rel())
+	}
 	p := d.Join(e.Name())
 	typ := typeOf(e.Type())
-	if rule, hidden := h.judge(p, typ, h.stackFor(d.Rel())); hidden {
-		h.hides[p] = Hide{Path: p, Rule: rule, Dir: typ == typeDir}
+	if rule, hidden := w.h.judge(p, typ, w.stack); hidden {
+		w.h.hides[p] = Hide{Path: p, Rule: rule, Dir: typ == typeDir}
 		return rootfs.SkipDir
 	}
 	return nil

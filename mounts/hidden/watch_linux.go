@@ -122,7 +122,7 @@ func (w *Watcher) addTree(dir string) error {
 }
 
 // watch adds an inotify watch on the directory d.
-func (w *Watcher) watch(d *rootfs.Dir) error {
+func (w *Watcher) watch(d *rootfs.Dir, _ []fs.DirEntry) error {
 	wd, err := unix.InotifyAddWatch(w.fd, fmt.Sprintf("/proc/self/fd/%d", d.Fd()), watchMask)
 	if err != nil {
 		return fmt.Errorf("%w: inotify watch on %s: %v", errdefs.ErrUnavailable, d.Rel(), err)
