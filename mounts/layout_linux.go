@@ -199,7 +199,8 @@ func Prepare(dir string, plan Plan, hs *hidden.Set) (*Layout, error) {
 }
 
 // prepare is Prepare with a hook that tests use to fail any step: fail is
-// called with each step's name before the step runs.
+// called with each step's name before the step runs, and with the name
+// and " (done)" after it ran.
 func prepare(dir string, plan Plan, hs *hidden.Set, fail func(step string) error) (_ *Layout, retErr error) {
 	if strings.ContainsAny(dir, ":,\n") {
 		return nil, fmt.Errorf("state directory %q: %w: it may not contain ':', ',' or newlines (overlay options)", dir, errdefs.ErrInvalidArgument)
@@ -219,17 +220,23 @@ func prepare(dir string, plan Plan, hs *hidden.Set, fail func(step string) error
 			}
 		}
 	}()
+	// step runs one step, its undo pushed first: a step that fails half
+	// way is undone as well as one that is done.
 	step := func(name string, do func() error, undoIt func() error) error {
-		if fail != nil {
-			if err := fail(name); err != nil {
-				return fmt.Errorf("%s: %w", name, err)
-			}
-		}
-		if err := do(); err != nil {
-			return fmt.Errorf("%s: %w", name, err)
-		}
 		if undoIt != nil {
 			undo.push(undoIt)
+		}
+		for _, stage := range []string{name, name + " (done)"} {
+			if fail != nil {
+				if err := fail(stage); err != nil {
+					return fmt.Errorf("%s: %w", name, err)
+				}
+			}
+			if stage == name {
+				if err := do(); err != nil {
+					return fmt.Errorf("%s: %w", name, err)
+				}
+			}
 		}
 		return nil
 	}

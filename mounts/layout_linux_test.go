@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/containerd/errdefs"
@@ -170,9 +171,10 @@ func requireGone(t *testing.T, dir string) {
 	require.ErrorIs(t, err, fs.ErrNotExist, "%s left behind", dir)
 }
 
-// TestPrepareUnwindsEveryStep fails Prepare at each of its steps in turn:
-// every failure returns an error naming the step, never panics, and
-// leaves no mount and no directory behind.
+// TestPrepareUnwindsEveryStep fails Prepare at each of its steps in turn,
+// before the step and once it is done: every failure returns an error
+// naming the step, never panics, and leaves no mount and no directory
+// behind.
 func TestPrepareUnwindsEveryStep(t *testing.T) {
 	requireRoot(t)
 	for name, plan := range layoutPlans {
@@ -197,7 +199,7 @@ func TestPrepareUnwindsEveryStep(t *testing.T) {
 					return nil
 				})
 				require.ErrorIs(t, err, injected, want)
-				require.Contains(t, err.Error(), want)
+				require.Contains(t, err.Error(), strings.TrimSuffix(want, " (done)"))
 				requireGone(t, dir)
 			}
 		})
@@ -273,4 +275,32 @@ func TestPrepareRefusesStateInsideRepository(t *testing.T) {
 	require.True(t, errdefs.IsInvalidArgument(err), "%v", err)
 	_, err = os.Lstat(filepath.Join(repo, ".corral"))
 	require.ErrorIs(t, err, fs.ErrNotExist)
+}
+
+// TestPrepareUnwindsAHiddenPathBeyondPATHMAX is issue 9's panic: a hidden
+// path deeper than PATH_MAX fails the whiteout layer half way; the error
+// says so and nothing is left behind.
+func TestPrepareUnwindsAHiddenPathBeyondPATHMAX(t *testing.T) {
+	requireRoot(t)
+	repo := t.TempDir()
+	fd, err := unix.Open(repo, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	require.NoError(t, err)
+	for i := 0; i < 2100; i++ { // "d/" × 2100 > PATH_MAX (4096)
+		require.NoError(t, unix.Mkdirat(fd, "d", 0o755))
+		next, err := unix.Openat(fd, "d", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		require.NoError(t, err)
+		unix.Close(fd)
+		fd = next
+	}
+	require.NoError(t, unix.Mkdirat(fd, ".git", 0o755))
+	unix.Close(fd)
+	hs, err := hidden.Compute(repo, hidden.Options{})
+	require.NoError(t, err)
+	require.Equal(t, 1, hs.Len())
+	dir := filepath.Join(t.TempDir(), "layout")
+	t.Cleanup(func() { _, _ = Sweep(dir) })
+	_, err = Prepare(dir, Plan{Repo: repo, ReadOnly: true}, hs)
+	require.Error(t, err)
+	require.Contains(t, err.Error(), "preparing the repository view")
+	requireGone(t, dir)
 }
