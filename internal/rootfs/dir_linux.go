@@ -86,8 +86,8 @@ func (d *Dir) Fstat() (unix.Stat_t, error) {
 }
 
 // Open opens unsafePath below d with openat2(2) under how, with flags
-// (O_CLOEXEC is added; O_CREAT is not supported: create entries with
-// Create). "" and "." open d itself. Errors are *os.PathError wrapping
+// (O_CLOEXEC is added; O_CREAT is refused: a file is created in the
+// directory that holds it, with OpenEntry). "" and "." open d itself. Errors are *os.PathError wrapping
 // the errno: ELOOP for a link that how refuses, EXDEV for an escape,
 // ENOENT, ENOTDIR, …
 func (d *Dir) Open(unsafePath string, how Resolve, flags int) (*os.File, error) {
