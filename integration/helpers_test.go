@@ -42,7 +42,12 @@ func docsProfile(t *testing.T) *profiles.Profile {
 // t.Cleanup, which also checks no host mount is left behind.
 func newSession(t *testing.T, repo string, opts ...sessOpt) *sandbox.Session {
 	t.Helper()
-	e := testutil.Executor(t)
+	return newSessionOn(t, testutil.Executor(t), repo, opts...)
+}
+
+// newSessionOn is newSession on the executor e.
+func newSessionOn(t *testing.T, e *sandbox.Executor, repo string, opts ...sessOpt) *sandbox.Session {
+	t.Helper()
 	cfg := sandbox.SessionConfig{Repo: repo, Profile: docsProfile(t)}
 	for _, o := range opts {
 		o(&cfg)

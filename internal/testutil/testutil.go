@@ -22,8 +22,35 @@ import (
 // Namespace is the containerd namespace integration tests use.
 const Namespace = "corral-test"
 
-// TestImageRef is the default tools image plus busybox and the probe.
-const TestImageRef = "localhost/corral/test:latest"
+// TestImageRef is the default tools image plus busybox and the probe. Its
+// tag names the checkout, so test runs of two checkouts on one machine never
+// rebuild each other's image under a running container.
+var TestImageRef = "localhost/corral/test:" + checkoutTag
+
+// checkoutTag is a short hash of the module root the test binary runs in
+// (its working directory is its package's directory, below the root).
+var checkoutTag = func() string {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "unknown"
+	}
+	for d := dir; ; d = filepath.Dir(d) {
+		if _, err := os.Stat(filepath.Join(d, "go.mod")); err == nil {
+			dir = d
+			break
+		}
+		if d == filepath.Dir(d) {
+			break
+		}
+	}
+	sum := sha256.Sum256([]byte(dir))
+	return hex.EncodeToString(sum[:4])
+}()
+
+// scratch is this checkout's directory for the binaries tests build.
+func scratch(name string) string {
+	return filepath.Join(os.TempDir(), "corral-it-"+checkoutTag, name)
+}
 
 // RequireRoot skips without root, or fails when CI=true.
 func RequireRoot(t testing.TB) {
@@ -103,9 +130,21 @@ var (
 // once per test binary. It is closed in t.Cleanup.
 func Executor(t testing.TB) *sandbox.Executor {
 	t.Helper()
+	return ExecutorWith(t)
+}
+
+// ExecutorWith is Executor with the test configuration (namespace, state
+// directory, test image) adjusted by opts, applied in order: e.g. another
+// containerd runtime. It is closed in t.Cleanup.
+func ExecutorWith(t testing.TB, opts ...func(*sandbox.Config)) *sandbox.Executor {
+	t.Helper()
 	RequireContainerd(t)
 	ctx := context.Background()
-	e, err := sandbox.New(ctx, sandbox.Config{Namespace: Namespace, StateDir: StateDir(t), Image: TestImageRef})
+	cfg := sandbox.Config{Namespace: Namespace, StateDir: StateDir(t), Image: TestImageRef}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	e, err := sandbox.New(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,28 +156,8 @@ func Executor(t testing.TB) *sandbox.Executor {
 	return e
 }
 
-var (
-	binOnce sync.Once
-	binPath string
-)
-
-// binDir holds what the tests build (corral, corral-init, the probe): one
-// directory per module checkout, so that test runs of other checkouts on
-// the same machine never replace this one's binaries.
-func binDir() string {
-	binOnce.Do(func() {
-		root, err := moduleRoot()
-		if err != nil {
-			root = "unknown"
-		}
-		sum := sha256.Sum256([]byte(root))
-		binPath = filepath.Join(os.TempDir(), "corral-it-bin-"+hex.EncodeToString(sum[:6]))
-	})
-	return binPath
-}
-
 // CorralPath is where BuildCorral builds corral for the tests.
-func CorralPath() string { return filepath.Join(binDir(), "corral") }
+func CorralPath() string { return scratch("corral") }
 
 var (
 	corralOnce sync.Once
@@ -163,14 +182,14 @@ func BuildCorral() error {
 }
 
 // ProbePath is where the probe binary is built on the host.
-func ProbePath() string { return filepath.Join(binDir(), "probe") }
+func ProbePath() string { return scratch("probe") }
 
 func buildTestImage(e *sandbox.Executor) error {
 	root, err := moduleRoot()
 	if err != nil {
 		return err
 	}
-	initPath := filepath.Join(binDir(), "corral-init")
+	initPath := scratch("corral-init")
 	for out, pkg := range map[string]string{ProbePath(): "./integration/probe", initPath: "./cmd/corral-init"} {
 		cmd := exec.Command("go", "build", "-o", out, pkg)
 		cmd.Dir = root
