@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/corral-sandbox/corral/internal/testutil"
-	"github.com/corral-sandbox/corral/mounts"
+	"github.com/corral-sandbox/corral/mounts/changeset"
 	"github.com/corral-sandbox/corral/review"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -29,7 +29,7 @@ func TestApplyFromSession(t *testing.T) {
 	require.NoError(t, cs.Err())
 	require.Len(t, cs.Changes, 4)
 
-	patch, err := mounts.Patch(cs)
+	patch, err := changeset.Patch(cs)
 	require.NoError(t, err)
 	gitApplyCheck(t, repo, patch)
 	parsed, err := review.ParsePatch(repo, patch, s.Scope, s.View())
@@ -80,7 +80,7 @@ func TestApplyRefusesRejectedSession(t *testing.T) {
 	require.NoError(t, err)
 	require.Error(t, cs.Err())
 	before := testutil.Snapshot(t, repo)
-	a := []review.Approval{{Path: "openwiki/pages/ok.md", Kind: mounts.ChangeCreate}}
+	a := []review.Approval{{Path: "openwiki/pages/ok.md", Kind: changeset.Create}}
 	_, err = review.Apply(repo, cs, s.Scope, a, review.Options{Write: true, View: s.View(), JournalDir: t.TempDir()})
 	var refused *review.RefusedError
 	require.ErrorAs(t, err, &refused)

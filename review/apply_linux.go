@@ -13,7 +13,7 @@ import (
 	"github.com/containerd/errdefs"
 	"github.com/corral-sandbox/corral/allowlist"
 	"github.com/corral-sandbox/corral/audit"
-	"github.com/corral-sandbox/corral/mounts"
+	"github.com/corral-sandbox/corral/mounts/changeset"
 	"golang.org/x/sys/unix"
 )
 
@@ -37,8 +37,8 @@ type Options struct {
 	// changes).
 	DryRunOnly []Level
 	// Limits cap the change set as at collection; zero fields take
-	// mounts.DefaultLimits.
-	Limits mounts.Limits
+	// changeset.DefaultLimits.
+	Limits changeset.Limits
 	// Audit, when set, records each approval used, the apply, and each
 	// refusal or conflict, under audit's failure policy.
 	Audit *audit.Logger
@@ -81,14 +81,14 @@ type op struct {
 	keep   string // name in the staging directory of a modified file's base copy
 }
 
-func (o *op) write() bool { return o.c.ch.Kind != mounts.ChangeDelete }
+func (o *op) write() bool { return o.c.ch.Kind != changeset.Delete }
 
 // Preview validates cs as Apply does and checks every change against the
 // repository without writing anything: each Item says pending,
 // dry-run-only, conflict or refused. The report is returned with a
 // *ConflictError or *RefusedError when some change cannot be applied as it
 // stands; validation failures return no report.
-func Preview(repo string, cs *mounts.ChangeSet, scope allowlist.Scope, opts Options) (*Report, error) {
+func Preview(repo string, cs *changeset.Set, scope allowlist.Scope, opts Options) (*Report, error) {
 	cks, err := validate(cs, scope, opts.View, opts.Limits)
 	if err != nil {
 		return nil, auditRefusal(opts, "review", err)
@@ -102,7 +102,7 @@ func Preview(repo string, cs *mounts.ChangeSet, scope allowlist.Scope, opts Opti
 	var conflicts, refusals []Problem
 	approvedDeletes := map[string]bool{}
 	for i := range cks {
-		if cks[i].ch.Kind == mounts.ChangeDelete {
+		if cks[i].ch.Kind == changeset.Delete {
 			approvedDeletes[cks[i].ch.Path] = true
 		}
 	}
@@ -121,10 +121,10 @@ func Preview(repo string, cs *mounts.ChangeSet, scope allowlist.Scope, opts Opti
 			it.Detail = re.reason
 			if re.refuse {
 				it.Status = StatusRefused
-				refusals = append(refusals, Problem{Path: printable(re.path), Reason: re.reason})
+				refusals = append(refusals, Problem{Path: changeset.Printable(re.path), Reason: re.reason})
 			} else {
 				it.Status = StatusConflict
-				conflicts = append(conflicts, Problem{Path: printable(re.path), Reason: re.reason})
+				conflicts = append(conflicts, Problem{Path: changeset.Printable(re.path), Reason: re.reason})
 			}
 		}
 		rep.Items = append(rep.Items, it)
@@ -200,11 +200,11 @@ func newOp(c *checked) *op {
 // errdefs.ErrInvalidArgument for a bad scope, a nil set or no journal
 // directory, an audit failure (see package audit), or a system call's
 // failure.
-func Apply(repo string, cs *mounts.ChangeSet, scope allowlist.Scope, approvals []Approval, opts Options) (*Report, error) {
+func Apply(repo string, cs *changeset.Set, scope allowlist.Scope, approvals []Approval, opts Options) (*Report, error) {
 	return apply(repo, cs, scope, approvals, opts, hooks{})
 }
 
-func apply(repo string, cs *mounts.ChangeSet, scope allowlist.Scope, approvals []Approval, opts Options, hk hooks) (rep *Report, retErr error) {
+func apply(repo string, cs *changeset.Set, scope allowlist.Scope, approvals []Approval, opts Options, hk hooks) (rep *Report, retErr error) {
 	defer func() {
 		if retErr != nil {
 			retErr = auditRefusal(opts, "apply", retErr)
@@ -366,13 +366,13 @@ func matchApprovals(cks []checked, approvals []Approval, dryRunOnly []Level) (ma
 		c, ok := byPath[a.Path]
 		switch {
 		case !ok:
-			problems = append(problems, Problem{Path: printable(a.Path), Reason: "approval for a path the change set does not change"})
+			problems = append(problems, Problem{Path: changeset.Printable(a.Path), Reason: "approval for a path the change set does not change"})
 		case a.Kind != c.ch.Kind || a.BeforeSHA256 != c.before || a.AfterSHA256 != c.after:
-			problems = append(problems, Problem{Path: printable(a.Path), Reason: fmt.Sprintf("approval is for other content (approved %s %.12s..%.12s, change is %s %.12s..%.12s)", a.Kind, a.BeforeSHA256, a.AfterSHA256, c.ch.Kind, c.before, c.after)})
+			problems = append(problems, Problem{Path: changeset.Printable(a.Path), Reason: fmt.Sprintf("approval is for other content (approved %s %.12s..%.12s, change is %s %.12s..%.12s)", a.Kind, a.BeforeSHA256, a.AfterSHA256, c.ch.Kind, c.before, c.after)})
 		case a.Risk != c.risk.Level:
-			problems = append(problems, Problem{Path: printable(a.Path), Reason: fmt.Sprintf("approval was given for risk %s but the change is %s: %s", a.Risk, c.risk.Level, strings.Join(c.risk.Reasons, "; "))})
+			problems = append(problems, Problem{Path: changeset.Printable(a.Path), Reason: fmt.Sprintf("approval was given for risk %s but the change is %s: %s", a.Risk, c.risk.Level, strings.Join(c.risk.Reasons, "; "))})
 		case slices.Contains(dryRunOnly, c.risk.Level):
-			problems = append(problems, Problem{Path: printable(a.Path), Reason: fmt.Sprintf("%s-risk changes are dry-run only and are never applied", c.risk.Level)})
+			problems = append(problems, Problem{Path: changeset.Printable(a.Path), Reason: fmt.Sprintf("%s-risk changes are dry-run only and are never applied", c.risk.Level)})
 		default:
 			approved[a.Path] = true
 		}
@@ -391,7 +391,7 @@ func inspect(r *repoFS, cks []checked, approved map[string]bool, scope allowlist
 	f := facts{base: scope.Base(), root: os.Geteuid() == 0}
 	deletes := map[string]bool{}
 	for i := range cks {
-		if approved[cks[i].ch.Path] && cks[i].ch.Kind == mounts.ChangeDelete {
+		if approved[cks[i].ch.Path] && cks[i].ch.Kind == changeset.Delete {
 			deletes[cks[i].ch.Path] = true
 		}
 	}
@@ -402,7 +402,7 @@ func inspect(r *repoFS, cks []checked, approved map[string]bool, scope allowlist
 		if !errors.As(err, &re) {
 			return err
 		}
-		p := Problem{Path: printable(re.path), Reason: re.reason}
+		p := Problem{Path: changeset.Printable(re.path), Reason: re.reason}
 		if re.refuse {
 			refusals = append(refusals, p)
 		} else {
@@ -543,7 +543,7 @@ func checkBase(r *repoFS, o *op, deletes map[string]bool) error {
 	conflict := func(format string, args ...any) error {
 		return &repoError{path: o.rel, reason: fmt.Sprintf(format, args...)}
 	}
-	if c.ch.Kind == mounts.ChangeCreate {
+	if c.ch.Kind == changeset.Create {
 		n, err := r.lstat(o.rel)
 		if err != nil {
 			return err
@@ -569,8 +569,8 @@ func checkBase(r *repoFS, o *op, deletes map[string]bool) error {
 		return err
 	case !exists:
 		return conflict("no longer exists in the repository")
-	case sha256Hex(data) != c.before:
-		return conflict("changed in the repository since the change set was made (base sha256 %.12s, repository has %.12s)", c.before, sha256Hex(data))
+	case changeset.SHA256(data) != c.before:
+		return conflict("changed in the repository since the change set was made (base sha256 %.12s, repository has %.12s)", c.before, changeset.SHA256(data))
 	}
 	o.orig = st
 	return nil
@@ -599,7 +599,7 @@ func asProblem(err error) error {
 	if !errors.As(err, &re) {
 		return err
 	}
-	p := []Problem{{Path: printable(re.path), Reason: re.reason}}
+	p := []Problem{{Path: changeset.Printable(re.path), Reason: re.reason}}
 	if re.refuse {
 		return &RefusedError{Problems: p}
 	}

@@ -18,7 +18,7 @@ import (
 	"github.com/containerd/errdefs"
 	"github.com/corral-sandbox/corral/allowlist"
 	"github.com/corral-sandbox/corral/audit"
-	"github.com/corral-sandbox/corral/mounts"
+	"github.com/corral-sandbox/corral/mounts/changeset"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -31,7 +31,7 @@ const (
 
 // mixed is a change set with a modify, a create in a new directory and a
 // delete.
-func mixed() *mounts.ChangeSet {
+func mixed() *changeset.Set {
 	return set(
 		modify("openwiki/pages/a.md", aBefore, "# A\n\nuno\n"),
 		create("openwiki/new/deep/c.md", "# C\n"),
@@ -159,7 +159,7 @@ func TestApplyApprovalBoundToContent(t *testing.T) {
 	assert.Equal(t, approvals, got)
 
 	// An approval for a path the set does not change.
-	_, err = Apply(repo, reviewed, dirScope, append(approvals, Approval{Path: "openwiki/x.md", Kind: mounts.ChangeCreate}), Options{Write: true, JournalDir: t.TempDir()})
+	_, err = Apply(repo, reviewed, dirScope, append(approvals, Approval{Path: "openwiki/x.md", Kind: changeset.Create}), Options{Write: true, JournalDir: t.TempDir()})
 	require.ErrorAs(t, err, &refused)
 	assert.Equal(t, before, snapshot(t, repo))
 }
@@ -216,7 +216,7 @@ func TestApplyRiskRecomputed(t *testing.T) {
 		repo := newRepo(t)
 		before := snapshot(t, repo)
 		ch := modify("openwiki/pages/a.md", aBefore, "# A\n")
-		ch.AfterSHA256 = sha256Hex([]byte("something reviewed\n"))
+		ch.AfterSHA256 = changeset.SHA256([]byte("something reviewed\n"))
 		_, err := Apply(repo, set(ch), dirScope, []Approval{{Path: ch.Path, Kind: ch.Kind, BeforeSHA256: ch.BeforeSHA256, AfterSHA256: ch.AfterSHA256, Risk: Low}}, Options{Write: true, JournalDir: t.TempDir()})
 		var refused *RefusedError
 		require.ErrorAs(t, err, &refused)
@@ -239,16 +239,16 @@ func TestApplyRiskRecomputed(t *testing.T) {
 func TestApplyRefusesInvalidSets(t *testing.T) {
 	tests := []struct {
 		name  string
-		cs    *mounts.ChangeSet
+		cs    *changeset.Set
 		scope allowlist.Scope
 		want  string
 	}{
-		{"violation", &mounts.ChangeSet{Changes: []mounts.Change{modify("openwiki/pages/a.md", aBefore, "x\n")}, Violations: []mounts.Violation{{Path: "openwiki/r", Reason: "symbolic link"}}}, dirScope, "symbolic link"},
+		{"violation", &changeset.Set{Changes: []changeset.Change{modify("openwiki/pages/a.md", aBefore, "x\n")}, Violations: []changeset.Problem{{Path: "openwiki/r", Reason: "symbolic link"}}}, dirScope, "symbolic link"},
 		{"outside scope", set(modify("README.md", "readme\n", "x\n")), dirScope, "outside the write scope"},
 		{"escape", set(create("openwiki/../x.md", "x\n")), dirScope, "canonical"},
 		{"page mode sibling", set(modify("openwiki/pages/b.md", bBefore, "x\n")), allowlist.Scope{Page: "openwiki/pages/a.md"}, "only the assigned page"},
 		{"read-only", set(modify("openwiki/pages/a.md", aBefore, "x\n")), allowlist.Scope{ReadOnly: true}, "read-only"},
-		{"executable", func() *mounts.ChangeSet {
+		{"executable", func() *changeset.Set {
 			c := create("openwiki/x.md", "x\n")
 			c.Mode = 0o755
 			return set(c)
@@ -394,7 +394,7 @@ func TestApplySymlinkSwappedIn(t *testing.T) {
 		createTree(t, outside, "file x.md x\\n")
 		require.NoError(t, os.Symlink(outside, filepath.Join(repo, "openwiki/linked")))
 		outsideBefore, before := snapshot(t, outside), snapshot(t, repo)
-		for _, cs := range []*mounts.ChangeSet{
+		for _, cs := range []*changeset.Set{
 			set(create("openwiki/linked/y.md", "y\n")),
 			set(modify("openwiki/linked/x.md", "x\n", "pwned\n")),
 			set(create("openwiki/linked/new/z.md", "z\n")),
@@ -411,7 +411,7 @@ func TestApplySymlinkSwappedIn(t *testing.T) {
 // rollbackSet is the change set of the rollback and kill tests: two
 // modifies, a create in a new directory, a delete, and a file that
 // becomes a directory.
-func rollbackSet() *mounts.ChangeSet {
+func rollbackSet() *changeset.Set {
 	return set(
 		modify("openwiki/pages/a.md", aBefore, "# A\n\nuno\n"),
 		modify("openwiki/index.md", iBefore, "# Index\n"),
@@ -424,7 +424,7 @@ func rollbackSet() *mounts.ChangeSet {
 
 // countSteps applies cs to a copy of the repository newRepo(extra...)
 // makes and returns the operations of its steps, in order.
-func countSteps(t *testing.T, cs *mounts.ChangeSet, scope allowlist.Scope, extra ...string) []string {
+func countSteps(t *testing.T, cs *changeset.Set, scope allowlist.Scope, extra ...string) []string {
 	repo := newRepo(t, extra...)
 	var ops []string
 	hk := hooks{afterStep: func(op, _ string) error { ops = append(ops, op); return nil }}
@@ -612,18 +612,18 @@ type killScenario struct {
 	scope allowlist.Scope
 	tree  []string // newRepo extras
 	rm    []string // paths removed from newRepo's tree first
-	cs    func() *mounts.ChangeSet
+	cs    func() *changeset.Set
 }
 
 var killScenarios = []killScenario{
-	{name: "create in a missing openwiki", scope: dirScope, rm: []string{"openwiki"}, cs: func() *mounts.ChangeSet {
+	{name: "create in a missing openwiki", scope: dirScope, rm: []string{"openwiki"}, cs: func() *changeset.Set {
 		return set(create("openwiki/index.md", "# Index\n"), create("openwiki/pages/a.md", "# A\n"))
 	}},
 	{name: "create, modify, delete", scope: dirScope, tree: []string{"file openwiki/topic x\\n"}, cs: rollbackSet},
-	{name: "agent scope below missing directories", scope: allowlist.Scope{Dir: "openwiki/agents/alice"}, cs: func() *mounts.ChangeSet {
+	{name: "agent scope below missing directories", scope: allowlist.Scope{Dir: "openwiki/agents/alice"}, cs: func() *changeset.Set {
 		return set(create("openwiki/agents/alice/notes.md", "# Notes\n"))
 	}},
-	{name: "page mode", scope: allowlist.Scope{Page: "openwiki/pages/a.md"}, cs: func() *mounts.ChangeSet {
+	{name: "page mode", scope: allowlist.Scope{Page: "openwiki/pages/a.md"}, cs: func() *changeset.Set {
 		return set(modify("openwiki/pages/a.md", aBefore, "# A\n\nrewritten\n"))
 	}},
 }
@@ -755,8 +755,8 @@ func killAtEveryStep(t *testing.T, ki int, k killScenario, noExchange bool) {
 
 // killedRepo builds the repository of the random-kill test: n pages of
 // sizeable content, and a change set rewriting every one.
-func killedRepo(t testing.TB, repo string, n int) *mounts.ChangeSet {
-	var changes []mounts.Change
+func killedRepo(t testing.TB, repo string, n int) *changeset.Set {
+	var changes []changeset.Change
 	for i := range n {
 		p := fmt.Sprintf("openwiki/pages/p%02d.md", i)
 		old := strings.Repeat(fmt.Sprintf("old %d\n", i), 20000)
@@ -898,7 +898,7 @@ func BenchmarkApply(b *testing.B) {
 	for range b.N {
 		b.StopTimer()
 		repo, journal := b.TempDir(), b.TempDir()
-		var changes []mounts.Change
+		var changes []changeset.Change
 		for i := range 20 {
 			p := fmt.Sprintf("openwiki/m/%02d.md", i)
 			createTree(b, repo, "file "+p+" old\\n")

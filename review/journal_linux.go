@@ -63,8 +63,8 @@ func createJournal(dir string, r *repoFS, id, staging string, steps []*txStep) (
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}
-	var st unix.Stat_t
-	if err := unix.Fstat(r.root, &st); err != nil {
+	st, err := r.root.Fstat()
+	if err != nil {
 		return nil, err
 	}
 	repo, err := filepath.Abs(r.path)
@@ -297,8 +297,7 @@ func recoverTx(dir, id string) (Recovered, bool, error) {
 		return stuck(fmt.Sprintf("cannot open the repository: %v", err))
 	}
 	defer r.close()
-	var st unix.Stat_t
-	if err := unix.Fstat(r.root, &st); err != nil || uint64(st.Dev) != j.rec.RepoDev || uint64(st.Ino) != j.rec.RepoIno {
+	if st, err := r.root.Fstat(); err != nil || uint64(st.Dev) != j.rec.RepoDev || uint64(st.Ino) != j.rec.RepoIno {
 		return stuck("the directory at this path is not the repository the apply wrote (moved or replaced); nothing touched")
 	}
 	t := &tx{id: id, r: r, j: j, staging: j.rec.Staging, steps: j.rec.Steps}

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"path"
 
-	"github.com/corral-sandbox/corral/mounts"
+	"github.com/corral-sandbox/corral/mounts/changeset"
 )
 
 // The operations of a transaction's steps, as journaled.
@@ -97,12 +97,12 @@ func planSteps(id string, ops []*op, f facts) []*txStep {
 		if f.root {
 			uid, gid = f.baseUID, f.baseGID
 		}
-		if o.c.ch.Kind == mounts.ChangeModify {
+		if o.c.ch.Kind == changeset.Modify {
 			mode, uid, gid = o.orig.Mode&0o777, int(o.orig.Uid), int(o.orig.Gid)
 		}
 		o.temp = temp
 		steps = append(steps, &txStep{Op: opTemp, Temp: temp, After: o.c.after, o: o, data: o.c.ch.After, mode: mode, uid: uid, gid: gid})
-		if o.c.ch.Kind == mounts.ChangeModify {
+		if o.c.ch.Kind == changeset.Modify {
 			o.keep = fmt.Sprintf("o%d", i)
 			steps = append(steps, &txStep{Op: opKeep, Path: o.rel, Keep: o.keep, Before: o.c.before, o: o, data: o.c.ch.Before, mode: mode, uid: uid, gid: gid})
 		}
@@ -120,7 +120,7 @@ func planSteps(id string, ops []*op, f facts) []*txStep {
 	}
 	for _, o := range writes {
 		s := &txStep{Op: opCreate, Path: o.rel, Temp: o.temp, After: o.c.after, o: o}
-		if o.c.ch.Kind == mounts.ChangeModify {
+		if o.c.ch.Kind == changeset.Modify {
 			s.Op, s.Keep, s.Before = opModify, o.keep, o.c.before
 		}
 		steps = append(steps, s)

@@ -9,7 +9,7 @@ import (
 
 	"github.com/corral-sandbox/corral/allowlist"
 	"github.com/corral-sandbox/corral/internal/names"
-	"github.com/corral-sandbox/corral/mounts"
+	"github.com/corral-sandbox/corral/mounts/changeset"
 )
 
 // Level is a risk class. The zero value is invalid; Low < Medium < High.
@@ -143,7 +143,7 @@ const largeChange = 256 << 10
 //
 // Reasons lists every rule that matched, in the order above, and is never
 // empty.
-func Classify(ch mounts.Change, scope allowlist.Scope) Risk {
+func Classify(ch changeset.Change, scope allowlist.Scope) Risk {
 	var r riskBuilder
 	p := ch.Path
 	inPage := scope.Page != "" && p == scope.Page
@@ -151,9 +151,9 @@ func Classify(ch mounts.Change, scope allowlist.Scope) Risk {
 		r.add(High, "outside the assigned page %s", scope.Page)
 	}
 	switch ch.Kind {
-	case mounts.ChangeDelete:
+	case changeset.Delete:
 		r.add(High, "deletes a file")
-	case mounts.ChangeCreate, mounts.ChangeModify:
+	case changeset.Create, changeset.Modify:
 	default:
 		r.add(High, "unknown change kind %q", ch.Kind)
 	}
@@ -189,16 +189,16 @@ func Classify(ch mounts.Change, scope allowlist.Scope) Risk {
 		r.add(High, "new content %s", why)
 	}
 
-	if ch.Kind == mounts.ChangeCreate && !inPage {
+	if ch.Kind == changeset.Create && !inPage {
 		r.add(Medium, "creates a new file")
 	}
 	ext := strings.ToLower(path.Ext(p))
 	switch {
 	case scriptExtensions[ext]:
 		r.add(Medium, "%s files are code that tools may run or import", ext)
-	case ext == "" && ch.Kind != mounts.ChangeDelete:
+	case ext == "" && ch.Kind != changeset.Delete:
 		r.add(Medium, "no file extension: not recognisably documentation")
-	case !docExtensions[ext] && ch.Kind != mounts.ChangeDelete:
+	case !docExtensions[ext] && ch.Kind != changeset.Delete:
 		r.add(Medium, "%s is not a documentation file type", ext)
 	}
 	if len(ch.After) > largeChange {

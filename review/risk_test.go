@@ -6,7 +6,7 @@ import (
 
 	"github.com/corral-sandbox/corral/allowlist"
 	"github.com/corral-sandbox/corral/internal/names"
-	"github.com/corral-sandbox/corral/mounts"
+	"github.com/corral-sandbox/corral/mounts/changeset"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -15,7 +15,7 @@ func TestClassify(t *testing.T) {
 	page := allowlist.Scope{Page: "openwiki/pages/a.md"}
 	tests := []struct {
 		name   string
-		ch     mounts.Change
+		ch     changeset.Change
 		scope  allowlist.Scope
 		want   Level
 		reason string
@@ -92,7 +92,7 @@ func TestClassifyHideListsAreHigh(t *testing.T) {
 	}
 }
 
-// The name rules here and in mounts agree: a path mounts.Patch refuses is
+// The name rules here and in mounts agree: a path changeset.Patch refuses is
 // refused here, and the reverse.
 func TestNameRulesMatchMounts(t *testing.T) {
 	for _, name := range []string{
@@ -101,7 +101,7 @@ func TestNameRulesMatchMounts(t *testing.T) {
 		"a\u200bb.md", "a\u2028b.md", "a\x7fb.md", "é.md", "a b.md", ".hidden", "x..md", "...",
 	} {
 		cs := set(create("openwiki/"+name+"/x.md", "x\n"))
-		_, perr := mounts.Patch(cs)
+		_, perr := changeset.Patch(cs)
 		reason := checkPath("openwiki/"+name+"/x.md", dirScope, nil)
 		assert.Equal(t, perr != nil, reason != "", "%q: mounts says %v, review says %q", name, perr, reason)
 	}

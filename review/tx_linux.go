@@ -8,6 +8,7 @@ import (
 	"path"
 	"strings"
 
+	"github.com/corral-sandbox/corral/mounts/changeset"
 	"golang.org/x/sys/unix"
 )
 
@@ -84,7 +85,7 @@ func (t *tx) rollback(c *cleanup) []Problem {
 // leftError is what discard could not remove.
 type leftError struct{ left []Problem }
 
-func (e *leftError) Error() string { return joinProblems(e.left) }
+func (e *leftError) Error() string { return changeset.Join(e.left) }
 
 // recoverSteps undoes every step, last first, as Recover does for a
 // transaction that did not commit, and returns what could not be undone.
@@ -107,7 +108,7 @@ func (e *stepError) Error() string { return e.path + ": " + e.reason }
 func problemOf(err error) Problem {
 	var se *stepError
 	if errors.As(err, &se) {
-		return Problem{Path: printable(se.path), Reason: se.reason}
+		return Problem{Path: changeset.Printable(se.path), Reason: se.reason}
 	}
 	return Problem{Path: ".", Reason: err.Error()}
 }
@@ -174,7 +175,7 @@ func (s *txStep) do(t *tx) error {
 		}
 		if err := unix.Unlinkat(pd.fd, path.Base(s.Path), unix.AT_REMOVEDIR); err != nil {
 			if errors.Is(err, unix.ENOTEMPTY) || errors.Is(err, unix.EEXIST) {
-				return &ConflictError{Problems: []Problem{{Path: printable(s.Path), Reason: "directory holds files the change set does not delete"}}}
+				return &ConflictError{Problems: []Problem{{Path: changeset.Printable(s.Path), Reason: "directory holds files the change set does not delete"}}}
 			}
 			return fmt.Errorf("removing directory %q: %w", s.Path, err)
 		}
@@ -195,7 +196,7 @@ func (s *txStep) do(t *tx) error {
 		return t.j.commit()
 	case opFinish:
 		if left := t.discard(true); len(left) > 0 {
-			return fmt.Errorf("removing the staging directory: %s", joinProblems(left))
+			return fmt.Errorf("removing the staging directory: %s", changeset.Join(left))
 		}
 		t.pruneEmptyDirs()
 		t.j.remove()
@@ -274,7 +275,7 @@ func (t *tx) mkdir(rel string, mode uint32) error {
 	}
 	if err := unix.Mkdirat(pd.fd, path.Base(rel), mode); err != nil {
 		if errors.Is(err, unix.EEXIST) {
-			return &ConflictError{Problems: []Problem{{Path: printable(rel), Reason: "appeared in the repository during apply"}}}
+			return &ConflictError{Problems: []Problem{{Path: changeset.Printable(rel), Reason: "appeared in the repository during apply"}}}
 		}
 		return fmt.Errorf("making directory %q: %w", rel, err)
 	}
@@ -322,12 +323,12 @@ func (t *tx) syncStaging() error {
 		return err
 	}
 	for _, name := range names {
-		fd, err := unix.Openat(sd.fd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		f, err := sd.dir.OpenEntry(name, unix.O_RDONLY, 0)
 		if err != nil {
 			return fmt.Errorf("syncing %s/%s: %w", t.staging, name, err)
 		}
-		err = unix.Fsync(fd)
-		unix.Close(fd)
+		err = unix.Fsync(int(f.Fd()))
+		f.Close()
 		if err != nil {
 			return fmt.Errorf("syncing %s/%s: %w", t.staging, name, err)
 		}
@@ -353,7 +354,7 @@ func (t *tx) verify() error {
 			return asProblem(err)
 		}
 		if !exists || st.Ino != o.orig.Ino || st.Dev != o.orig.Dev || !bytes.Equal(data, o.c.ch.Before) {
-			return &ConflictError{Problems: []Problem{{Path: printable(o.rel), Reason: "changed in the repository during apply"}}}
+			return &ConflictError{Problems: []Problem{{Path: changeset.Printable(o.rel), Reason: "changed in the repository during apply"}}}
 		}
 	}
 	return nil
@@ -373,7 +374,7 @@ func (t *tx) delete(s *txStep) error {
 	if err := unix.Renameat2(pd.fd, path.Base(s.Path), sd.fd, s.Temp, unix.RENAME_NOREPLACE); err != nil {
 		return fmt.Errorf("deleting %q: %w", s.Path, err)
 	}
-	return checkMoved(sd.fd, s.Temp, s.o)
+	return checkMoved(sd, s.Temp, s.o)
 }
 
 func (t *tx) undoDelete(s *txStep) error {
@@ -409,7 +410,7 @@ func (t *tx) create(s *txStep) error {
 	}
 	if err := unix.Renameat2(sd.fd, s.Temp, pd.fd, path.Base(s.Path), unix.RENAME_NOREPLACE); err != nil {
 		if errors.Is(err, unix.EEXIST) {
-			return &ConflictError{Problems: []Problem{{Path: printable(s.Path), Reason: "appeared in the repository during apply"}}}
+			return &ConflictError{Problems: []Problem{{Path: changeset.Printable(s.Path), Reason: "appeared in the repository during apply"}}}
 		}
 		return fmt.Errorf("creating %q: %w", s.Path, err)
 	}
@@ -461,13 +462,13 @@ func (t *tx) modify(s *txStep) error {
 	if !t.hooks.noExchange {
 		err := unix.Renameat2(sd.fd, s.Temp, pd.fd, name, unix.RENAME_EXCHANGE)
 		if err == nil {
-			return checkMoved(sd.fd, s.Temp, s.o)
+			return checkMoved(sd, s.Temp, s.o)
 		}
 		if !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOSYS) && !errors.Is(err, unix.EOPNOTSUPP) {
 			return fmt.Errorf("replacing %q: %w", s.Path, err)
 		}
 	}
-	if err := checkMoved(pd.fd, name, s.o); err != nil {
+	if err := checkMoved(pd, name, s.o); err != nil {
 		return err
 	}
 	if err := unix.Renameat(sd.fd, s.Temp, pd.fd, name); err != nil {
@@ -561,7 +562,7 @@ func (t *tx) discard(committed bool) []Problem {
 	for _, name := range names {
 		if !committed {
 			if keep, why := t.needed(sd, name); keep {
-				left = append(left, Problem{Path: printable(t.staging + "/" + name), Reason: why})
+				left = append(left, Problem{Path: changeset.Printable(t.staging + "/" + name), Reason: why})
 				continue
 			}
 		}
@@ -569,7 +570,7 @@ func (t *tx) discard(committed bool) []Problem {
 	}
 	for _, name := range remove {
 		if err := unix.Unlinkat(sd.fd, name, 0); err != nil && !errors.Is(err, unix.ENOENT) {
-			left = append(left, Problem{Path: printable(t.staging + "/" + name), Reason: err.Error()})
+			left = append(left, Problem{Path: changeset.Printable(t.staging + "/" + name), Reason: err.Error()})
 		}
 	}
 	if len(left) > 0 {
@@ -581,7 +582,7 @@ func (t *tx) discard(committed bool) []Problem {
 	}
 	t.r.forget(t.staging)
 	if err := unix.Unlinkat(pd.fd, path.Base(t.staging), unix.AT_REMOVEDIR); err != nil && !errors.Is(err, unix.ENOENT) {
-		return []Problem{{Path: printable(t.staging), Reason: "removing the staging directory: " + err.Error()}}
+		return []Problem{{Path: changeset.Printable(t.staging), Reason: "removing the staging directory: " + err.Error()}}
 	}
 	return nil
 }
@@ -643,15 +644,15 @@ func (t *tx) pruneEmptyDirs() {
 	}
 }
 
-// checkMoved verifies that the file at name in dirfd is o's original: the
+// checkMoved verifies that the file at name in d is o's original: the
 // inode checked before and the base bytes.
-func checkMoved(dirfd int, name string, o *op) error {
-	data, st, exists, err := readAt(dirfd, name, o.rel, int64(len(o.c.ch.Before)))
+func checkMoved(d *dirFD, name string, o *op) error {
+	data, st, exists, err := readAt(d, name, o.rel, int64(len(o.c.ch.Before)))
 	if err != nil {
 		return asProblem(err)
 	}
 	if !exists || st.Ino != o.orig.Ino || st.Dev != o.orig.Dev || !bytes.Equal(data, o.c.ch.Before) {
-		return &ConflictError{Problems: []Problem{{Path: printable(o.rel), Reason: "changed in the repository during apply"}}}
+		return &ConflictError{Problems: []Problem{{Path: changeset.Printable(o.rel), Reason: "changed in the repository during apply"}}}
 	}
 	return nil
 }

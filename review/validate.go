@@ -2,20 +2,16 @@ package review
 
 import (
 	"bytes"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"path"
 	"slices"
 	"strings"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/containerd/errdefs"
 	"github.com/corral-sandbox/corral/allowlist"
 	"github.com/corral-sandbox/corral/internal/names"
-	"github.com/corral-sandbox/corral/mounts"
+	"github.com/corral-sandbox/corral/mounts/changeset"
 )
 
 // checkScope validates the trusted write scope for review: canonical
@@ -84,7 +80,7 @@ func checkNames(p string, _ allowlist.Scope, _ allowlist.View) string {
 		return rule
 	}
 	for _, name := range strings.Split(p, "/") {
-		if reason := mounts.CheckName(name); reason != "" {
+		if reason := changeset.CheckName(name); reason != "" {
 			return reason
 		}
 	}
@@ -114,7 +110,7 @@ func checkView(p string, scope allowlist.Scope, view allowlist.View) string {
 // checked is a change that passed validation, with its digests recomputed
 // from its bytes.
 type checked struct {
-	ch     mounts.Change
+	ch     changeset.Change
 	before string // sha256 of ch.Before, "" for a create
 	after  string // sha256 of ch.After, "" for a delete
 	risk   Risk
@@ -125,16 +121,16 @@ type checked struct {
 type validation struct {
 	scope    allowlist.Scope
 	view     allowlist.View
-	lim      mounts.Limits
-	cs       *mounts.ChangeSet
-	changes  []mounts.Change // cs.Changes in path order
+	lim      changeset.Limits
+	cs       *changeset.Set
+	changes  []changeset.Change // cs.Changes in path order
 	out      []checked
 	total    int64
 	problems []Problem
 }
 
 func (v *validation) refuse(p, format string, args ...any) {
-	v.problems = append(v.problems, Problem{Path: printable(p), Reason: fmt.Sprintf(format, args...)})
+	v.problems = append(v.problems, Problem{Path: changeset.Printable(p), Reason: fmt.Sprintf(format, args...)})
 }
 
 // setChecks judge the change set as a whole before its changes, in order.
@@ -188,15 +184,15 @@ var totalChecks = []func(*validation){
 // digests and risk recomputed from the bytes, in path order. Every problem
 // found is listed in one *RefusedError. The checks are data: setChecks,
 // then changeChecks for each change, then totalChecks.
-func validate(cs *mounts.ChangeSet, scope allowlist.Scope, view allowlist.View, lim mounts.Limits) ([]checked, error) {
-	v := &validation{scope: scope, view: view, lim: withDefaults(lim), cs: cs}
+func validate(cs *changeset.Set, scope allowlist.Scope, view allowlist.View, lim changeset.Limits) ([]checked, error) {
+	v := &validation{scope: scope, view: view, lim: lim.WithDefaults(), cs: cs}
 	for _, check := range setChecks {
 		if err := check(v); err != nil {
 			return nil, err
 		}
 	}
 	v.changes = slices.Clone(cs.Changes)
-	slices.SortStableFunc(v.changes, func(a, b mounts.Change) int { return strings.Compare(a.Path, b.Path) })
+	slices.SortStableFunc(v.changes, func(a, b changeset.Change) int { return strings.Compare(a.Path, b.Path) })
 	v.out = make([]checked, 0, len(v.changes))
 next:
 	for i := range v.changes {
@@ -241,8 +237,8 @@ func checkDepth(v *validation, _ int, c *checked) string {
 
 func checkKind(v *validation, _ int, c *checked) string {
 	switch c.ch.Kind {
-	case mounts.ChangeCreate, mounts.ChangeModify:
-	case mounts.ChangeDelete:
+	case changeset.Create, changeset.Modify:
+	case changeset.Delete:
 		if v.scope.Page != "" {
 			return "page mode cannot delete the page"
 		}
@@ -258,8 +254,8 @@ func checkKind(v *validation, _ int, c *checked) string {
 // not have must be empty.
 func checkContent(v *validation, _ int, c *checked) string {
 	ch := c.ch
-	hasBefore := ch.Kind != mounts.ChangeCreate
-	hasAfter := ch.Kind != mounts.ChangeDelete
+	hasBefore := ch.Kind != changeset.Create
+	hasAfter := ch.Kind != changeset.Delete
 	side := func(name string, present bool, claimed string, data []byte) (string, string) {
 		switch {
 		case !present && (claimed != "" || len(data) > 0):
@@ -268,12 +264,12 @@ func checkContent(v *validation, _ int, c *checked) string {
 			return "", ""
 		case int64(len(data)) > v.lim.MaxFileBytes:
 			return "", fmt.Sprintf("%s content of %d bytes exceeds the limit of %d bytes", name, len(data), v.lim.MaxFileBytes)
-		case claimed != sha256Hex(data):
+		case claimed != changeset.SHA256(data):
 			return "", fmt.Sprintf("%s sha256 %q does not match its bytes", name, claimed)
-		case isBinary(data):
+		case changeset.IsBinary(data):
 			return "", fmt.Sprintf("%s content is binary (a NUL byte or invalid UTF-8)", name)
 		}
-		return sha256Hex(data), ""
+		return changeset.SHA256(data), ""
 	}
 	var reason string
 	if c.before, reason = side("before", hasBefore, ch.BeforeSHA256, ch.Before); reason != "" {
@@ -284,7 +280,7 @@ func checkContent(v *validation, _ int, c *checked) string {
 }
 
 func checkContentChanged(_ *validation, _ int, c *checked) string {
-	if c.ch.Kind == mounts.ChangeModify && bytes.Equal(c.ch.Before, c.ch.After) {
+	if c.ch.Kind == changeset.Modify && bytes.Equal(c.ch.Before, c.ch.After) {
 		return "a modify without a content change"
 	}
 	return ""
@@ -316,12 +312,12 @@ func checkTotalBytes(v *validation) {
 func checkFileAndDirectory(v *validation) {
 	written := map[string]bool{}
 	for _, c := range v.out {
-		if c.ch.Kind != mounts.ChangeDelete {
+		if c.ch.Kind != changeset.Delete {
 			written[c.ch.Path] = true
 		}
 	}
 	for _, c := range v.out {
-		if c.ch.Kind == mounts.ChangeDelete {
+		if c.ch.Kind == changeset.Delete {
 			continue
 		}
 		for d := path.Dir(c.ch.Path); d != "." && d != "/"; d = path.Dir(d) {
@@ -341,45 +337,4 @@ func depthBelow(p string, scope allowlist.Scope) int {
 		n -= strings.Count(base, "/") + 1
 	}
 	return n
-}
-
-func withDefaults(l mounts.Limits) mounts.Limits {
-	d := mounts.DefaultLimits()
-	if l.MaxFileBytes <= 0 {
-		l.MaxFileBytes = d.MaxFileBytes
-	}
-	if l.MaxTotalBytes <= 0 {
-		l.MaxTotalBytes = d.MaxTotalBytes
-	}
-	if l.MaxFiles <= 0 {
-		l.MaxFiles = d.MaxFiles
-	}
-	if l.MaxDepth <= 0 {
-		l.MaxDepth = d.MaxDepth
-	}
-	return l
-}
-
-func sha256Hex(b []byte) string {
-	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:])
-}
-
-// isBinary reports content a text patch cannot carry: a NUL byte or invalid
-// UTF-8.
-func isBinary(b []byte) bool {
-	return bytes.IndexByte(b, 0) >= 0 || !utf8.Valid(b)
-}
-
-// printable returns p, or p Go-quoted when it is not safe to print.
-func printable(p string) string {
-	if !utf8.ValidString(p) || strings.HasPrefix(p, `"`) {
-		return fmt.Sprintf("%+q", p)
-	}
-	for _, r := range p {
-		if unicode.Is(unicode.Cc, r) || unicode.Is(unicode.Cf, r) || r == '\u2028' || r == '\u2029' {
-			return fmt.Sprintf("%+q", p)
-		}
-	}
-	return p
 }

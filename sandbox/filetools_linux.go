@@ -18,13 +18,14 @@ import (
 	"github.com/containerd/errdefs"
 	"github.com/corral-sandbox/corral/allowlist"
 	"github.com/corral-sandbox/corral/audit"
+	"github.com/corral-sandbox/corral/internal/initctl"
 	"github.com/corral-sandbox/corral/sandbox/fsop"
 )
 
 // The file tools (Read, List, Glob, Search, Write, Edit) run inside a fresh
-// container of the session, like commands, through corral's own binary in
-// the image (`corral fs ...`, sandbox/fsop): the kernel boundary holds for
-// them exactly as for commands. Before anything runs, the host applies the
+// container of the session, like commands, through corral-init's fs mode
+// (package sandbox/fsop), which every container has whatever its image:
+// the kernel boundary holds for them exactly as for commands. Before anything runs, the host applies the
 // policy:
 //
 //   - every path is canonicalized and checked against the view
@@ -106,7 +107,7 @@ func (s *Session) Read(ctx context.Context, unsafePath string, o ReadOptions) (_
 	if o.Offset < 0 || o.Limit < 0 {
 		return nil, fmt.Errorf("read: %w: offset and limit may not be negative", errdefs.ErrInvalidArgument)
 	}
-	argv := []string{helperName, "fs", "read", "--offset", strconv.FormatInt(o.Offset, 10), "--limit", strconv.FormatInt(o.Limit, 10)}
+	argv := []string{"read", "--offset", strconv.FormatInt(o.Offset, 10), "--limit", strconv.FormatInt(o.Limit, 10)}
 	if o.Bytes {
 		argv = append(argv, "--bytes")
 	}
@@ -127,7 +128,7 @@ func (s *Session) List(ctx context.Context, unsafePath string) (_ *fsop.ListResu
 		return nil, err
 	}
 	var res fsop.ListResult
-	if err := s.runHelper(ctx, "list", p, []string{helperName, "fs", "list", "--max-output", strconv.Itoa(s.helperOutput()), "--", p}, &res); err != nil {
+	if err := s.runHelper(ctx, "list", p, []string{"list", "--max-output", strconv.Itoa(s.helperOutput()), "--", p}, &res); err != nil {
 		return nil, err
 	}
 	res.Entries = s.visible(res.Entries)
@@ -173,7 +174,7 @@ func (s *Session) Glob(ctx context.Context, pattern string, max int) (_ *fsop.Gl
 		return nil, fmt.Errorf("glob: %w: negative limit", errdefs.ErrInvalidArgument)
 	}
 	var res fsop.GlobResult
-	if err := s.runHelper(ctx, "glob", pattern, []string{helperName, "fs", "glob", "--max", strconv.Itoa(max), "--max-output", strconv.Itoa(s.helperOutput()), "--", pattern}, &res); err != nil {
+	if err := s.runHelper(ctx, "glob", pattern, []string{"glob", "--max", strconv.Itoa(max), "--max-output", strconv.Itoa(s.helperOutput()), "--", pattern}, &res); err != nil {
 		return nil, err
 	}
 	res.Matches = s.visible(res.Matches)
@@ -211,7 +212,7 @@ func (s *Session) Search(ctx context.Context, expr, unsafePath string, o SearchO
 	if o.MaxResults < 0 {
 		return nil, fmt.Errorf("search: %w: negative limit", errdefs.ErrInvalidArgument)
 	}
-	argv := []string{helperName, "fs", "search", "--max", strconv.Itoa(o.MaxResults), "--max-output", strconv.Itoa(s.helperOutput())}
+	argv := []string{"search", "--max", strconv.Itoa(o.MaxResults), "--max-output", strconv.Itoa(s.helperOutput())}
 	if o.Include != "" {
 		argv = append(argv, "--include", o.Include)
 	}
@@ -265,7 +266,7 @@ func (s *Session) Write(ctx context.Context, unsafePath string, content []byte, 
 		return nil, err
 	}
 	defer cleanup()
-	argv := []string{helperName, "fs", "write", "--content", staged}
+	argv := []string{"write", "--content", staged}
 	if expectedSHA256 != "" {
 		argv = append(argv, "--expect-sha256", expectedSHA256)
 	}
@@ -316,7 +317,7 @@ func (s *Session) Edit(ctx context.Context, unsafePath, oldText, newText, expect
 		return nil, err
 	}
 	defer cleanNew()
-	argv := []string{helperName, "fs", "edit", "--old", oldFile, "--new", newFile, "--expect-sha256", expectedSHA256}
+	argv := []string{"edit", "--old", oldFile, "--new", newFile, "--expect-sha256", expectedSHA256}
 	if all {
 		argv = append(argv, "--all")
 	}
@@ -423,12 +424,12 @@ func (s *Session) stage(data []byte) (string, func(), error) {
 		cleanup()
 		return "", nil, fmt.Errorf("staging content: %w", err)
 	}
-	return ctlPath + "/" + name, cleanup, nil
+	return path.Join(initctl.CtlDir, name), cleanup, nil
 }
 
-// runHelper runs `corral fs ...` (argv, corral's own and trusted: it
-// bypasses the allowlist) in a fresh container of the session and decodes
-// its answer into out.
+// runHelper runs one file-tool operation (argv, corral's own and trusted:
+// it bypasses the allowlist) through corral-init's fs mode in a fresh
+// container of the session and decodes its answer into out.
 func (s *Session) runHelper(ctx context.Context, op, p string, argv []string, out any) error {
 	// Like ExecWithoutPolicy: Changes never reads while this runs.
 	s.running.RLock()
@@ -439,11 +440,7 @@ func (s *Session) runHelper(ctx context.Context, op, p string, argv []string, ou
 	if err := s.checkRepo(); err != nil {
 		return err
 	}
-	if !s.helper {
-		return fmt.Errorf("%s: %w: the image %s has no corral helper (%s); the file tools need the default image, or one built by `corral image build` with corral's own binary",
-			op, errdefs.ErrFailedPrecondition, s.exec.cfg.Image, helperPath)
-	}
-	res, err := s.run(ctx, argv, nil, nil)
+	res, err := s.run(ctx, initctl.Request{Mode: initctl.FS, Argv: argv}, nil, nil)
 	if err != nil {
 		return fmt.Errorf("%s: %w", op, err)
 	}

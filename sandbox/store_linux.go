@@ -17,6 +17,7 @@ import (
 
 	"github.com/containerd/errdefs"
 	"github.com/corral-sandbox/corral/mounts"
+	"github.com/corral-sandbox/corral/mounts/hidden"
 	"github.com/corral-sandbox/corral/profiles"
 	"github.com/corral-sandbox/corral/seccomp"
 	"github.com/moby/sys/mountinfo"
@@ -126,6 +127,9 @@ func (e *Executor) sessionDir(id string) (string, error) {
 // launcher named the profile, for the record. The caller must call Close
 // (which keeps everything).
 func (e *Executor) CreateSession(ctx context.Context, cfg SessionConfig, profileSource string) (s *Session, retErr error) {
+	if err := mounts.CheckPaths(cfg.Repo, e.cfg.StateDir); err != nil {
+		return nil, err
+	}
 	p, err := NewPolicy(cfg)
 	if err != nil {
 		return nil, err
@@ -272,7 +276,7 @@ func (e *Executor) OpenSession(ctx context.Context, id string) (*Session, error)
 	if err != nil {
 		return nil, fmt.Errorf("session %s: %w", id, err)
 	}
-	hidden, err := mounts.UnmarshalHiddenSet(hiddenData)
+	hidden, err := hidden.Unmarshal(hiddenData)
 	if err != nil {
 		return nil, fmt.Errorf("session %s: %w", id, err)
 	}

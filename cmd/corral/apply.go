@@ -14,7 +14,7 @@ import (
 
 	"github.com/corral-sandbox/corral/allowlist"
 	"github.com/corral-sandbox/corral/audit"
-	"github.com/corral-sandbox/corral/mounts"
+	"github.com/corral-sandbox/corral/mounts/changeset"
 	"github.com/corral-sandbox/corral/profiles"
 	"github.com/corral-sandbox/corral/review"
 	"github.com/corral-sandbox/corral/sandbox"
@@ -192,7 +192,7 @@ func readPatch(cmd *cobra.Command, name string) ([]byte, error) {
 		defer f.Close()
 		r = f
 	}
-	data, err := io.ReadAll(io.LimitReader(r, review.MaxPatchBytes+1))
+	data, err := io.ReadAll(io.LimitReader(r, changeset.MaxPatchBytes+1))
 	if err != nil {
 		return nil, fmt.Errorf("reading the patch: %w", err)
 	}
@@ -203,7 +203,7 @@ func readPatch(cmd *cobra.Command, name string) ([]byte, error) {
 // session apply`: preview, then approvals from --approve or a terminal
 // prompt, then review.Apply, which checks them again. It prints to the
 // command's output and returns an *exitError for a non-zero exit.
-func applyChangeSet(cmd *cobra.Command, af *applyFlags, log *audit.Logger, stateDir, session, repo string, cs *mounts.ChangeSet, scope allowlist.Scope, view allowlist.View) error {
+func applyChangeSet(cmd *cobra.Command, af *applyFlags, log *audit.Logger, stateDir, session, repo string, cs *changeset.Set, scope allowlist.Scope, view allowlist.View) error {
 	out, errw := cmd.OutOrStdout(), cmd.ErrOrStderr()
 	opts := review.Options{View: view, Audit: log, Session: session, JournalDir: review.JournalDir(stateDir)}
 	for _, s := range af.dryRunOnly {
@@ -224,7 +224,7 @@ func applyChangeSet(cmd *cobra.Command, af *applyFlags, log *audit.Logger, state
 	if rep == nil {
 		return applyExit(perr)
 	}
-	changes := map[string]mounts.Change{}
+	changes := map[string]changeset.Change{}
 	for _, c := range cs.Changes {
 		changes[c.Path] = c
 	}
@@ -359,7 +359,7 @@ func recoverAndLog(stateDir string, log *audit.Logger) ([]review.Recovered, erro
 
 // prompt offers each pending change in turn and returns the approvals
 // given. A high-risk change needs the full word "yes".
-func prompt(in io.Reader, out io.Writer, rep *review.Report, changes map[string]mounts.Change) ([]review.Approval, error) {
+func prompt(in io.Reader, out io.Writer, rep *review.Report, changes map[string]changeset.Change) ([]review.Approval, error) {
 	sc := bufio.NewScanner(in)
 	var approvals []review.Approval
 	n := 0
@@ -403,7 +403,7 @@ func prompt(in io.Reader, out io.Writer, rep *review.Report, changes map[string]
 }
 
 // printReport prints every change, highest risk first.
-func printReport(out io.Writer, rep *review.Report, changes map[string]mounts.Change, diff bool) {
+func printReport(out io.Writer, rep *review.Report, changes map[string]changeset.Change, diff bool) {
 	fmt.Fprintf(out, "%d change(s), highest risk first:\n\n", len(rep.Items))
 	for _, it := range rep.Items {
 		printItem(out, it, changes, diff)
@@ -420,7 +420,7 @@ func printReport(out io.Writer, rep *review.Report, changes map[string]mounts.Ch
 
 // printItem prints one change: class, kind, path, token, reasons and,
 // when diff is set, its patch with control characters made visible.
-func printItem(out io.Writer, it review.Item, changes map[string]mounts.Change, diff bool) {
+func printItem(out io.Writer, it review.Item, changes map[string]changeset.Change, diff bool) {
 	fmt.Fprintf(out, "%-6s  %-6s  %s  (approve: %s)\n", strings.ToUpper(it.Risk.Level.String()), it.Kind, sanitize(it.Path), it.Token)
 	for _, r := range it.Risk.Reasons {
 		fmt.Fprintf(out, "        - %s\n", sanitize(r))
@@ -432,7 +432,7 @@ func printItem(out io.Writer, it review.Item, changes map[string]mounts.Change, 
 	if !ok {
 		return
 	}
-	p, err := mounts.Patch(&mounts.ChangeSet{Changes: []mounts.Change{ch}})
+	p, err := changeset.Patch(&changeset.Set{Changes: []changeset.Change{ch}})
 	if err != nil {
 		fmt.Fprintf(out, "        (no diff: %v)\n", err)
 		return
@@ -493,7 +493,7 @@ func applyExit(err error) error {
 	var (
 		conflict *review.ConflictError
 		refused  *review.RefusedError
-		rejected *mounts.RejectedError
+		rejected *changeset.RejectedError
 		refusal  *allowlist.Refusal
 		rollback *review.RollbackError
 	)

@@ -9,7 +9,7 @@ import (
 	"strings"
 
 	"github.com/corral-sandbox/corral/allowlist"
-	"github.com/corral-sandbox/corral/mounts"
+	"github.com/corral-sandbox/corral/mounts/changeset"
 	"github.com/corral-sandbox/corral/profiles"
 	"github.com/corral-sandbox/corral/sandbox"
 	"github.com/spf13/cobra"
@@ -87,13 +87,13 @@ func argvFrom(cmd *cobra.Command, args []string) ([]string, error) {
 // runOutput is the JSON result object of `corral run`.
 type runOutput struct {
 	*sandbox.Result
-	DurationMS float64            `json:"duration_ms"`
-	Stdout     string             `json:"stdout"`
-	Stderr     string             `json:"stderr"`
-	Refusal    *refusalOutput     `json:"refusal,omitempty"`
-	Changes    []mounts.Change    `json:"changes"`
-	Violations []mounts.Violation `json:"violations"`
-	Session    string             `json:"session,omitempty"`
+	DurationMS float64             `json:"duration_ms"`
+	Stdout     string              `json:"stdout"`
+	Stderr     string              `json:"stderr"`
+	Refusal    *refusalOutput      `json:"refusal,omitempty"`
+	Changes    []changeset.Change  `json:"changes"`
+	Violations []changeset.Problem `json:"violations"`
+	Session    string              `json:"session,omitempty"`
 }
 
 type refusalOutput struct {
@@ -184,7 +184,7 @@ func execAndReport(cmd *cobra.Command, sess *sandbox.Session, prof *profiles.Pro
 		return &exitError{code: exitFailed, err: fmt.Errorf("collecting the change set: %w", err)}
 	}
 	if diffOut != "" && cs.Err() == nil {
-		patch, err := mounts.Patch(cs)
+		patch, err := changeset.Patch(cs)
 		if err != nil {
 			return &exitError{code: exitFailed, err: err}
 		}

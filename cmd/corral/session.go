@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/containerd/errdefs"
-	"github.com/corral-sandbox/corral/mounts"
+	"github.com/corral-sandbox/corral/mounts/changeset"
 	"github.com/corral-sandbox/corral/profiles"
 	"github.com/corral-sandbox/corral/sandbox"
 	"github.com/spf13/cobra"
@@ -253,7 +253,7 @@ and prints its violations; no patch is made of it.`,
 				fmt.Fprint(out, cs.Stat())
 			case "patch":
 				if cs.Err() == nil {
-					patch, err := mounts.Patch(cs)
+					patch, err := changeset.Patch(cs)
 					if err != nil {
 						return &exitError{code: exitFailed, err: err}
 					}
@@ -275,13 +275,13 @@ and prints its violations; no patch is made of it.`,
 }
 
 // changeSetJSON is a change set with non-nil lists, for JSON output.
-func changeSetJSON(cs *mounts.ChangeSet) *mounts.ChangeSet {
-	out := &mounts.ChangeSet{Changes: cs.Changes, Violations: cs.Violations}
+func changeSetJSON(cs *changeset.Set) *changeset.Set {
+	out := &changeset.Set{Changes: cs.Changes, Violations: cs.Violations}
 	if out.Changes == nil {
-		out.Changes = []mounts.Change{}
+		out.Changes = []changeset.Change{}
 	}
 	if out.Violations == nil {
-		out.Violations = []mounts.Violation{}
+		out.Violations = []changeset.Problem{}
 	}
 	return out
 }
@@ -289,7 +289,7 @@ func changeSetJSON(cs *mounts.ChangeSet) *mounts.ChangeSet {
 // openSessionChanges opens session id in a new executor and collects its
 // change set (`session diff`, `session apply`). The caller must close the
 // session, then the executor.
-func openSessionChanges(cmd *cobra.Command, g *globalFlags, id string) (*sandbox.Executor, *sandbox.Session, *mounts.ChangeSet, error) {
+func openSessionChanges(cmd *cobra.Command, g *globalFlags, id string) (*sandbox.Executor, *sandbox.Session, *changeset.Set, error) {
 	ctx := cmd.Context()
 	exec, err := sandbox.New(ctx, g.config(cmd.ErrOrStderr()))
 	if err != nil {
