@@ -6,7 +6,7 @@ BIN     := build/corral
 ENV     := . build/env && export CONTAINERD_ADDRESS &&
 PKGS    := ./...
 
-.PHONY: all setup build image demo test test-unit test-integration fuzz bench vet clean
+.PHONY: all setup build image demo test test-unit test-integration fuzz bench vet clean kube
 
 all: build
 
@@ -48,6 +48,14 @@ fuzz:
 # the same run, with each issue-6 target met or missed (build/bench.md).
 bench: setup build
 	$(ENV) CORRAL_BENCH_OUT=build/bench.md $(GO) test -run '^$$' -bench '^BenchmarkCompare$$' -benchtime 1x -timeout 60m ./integration/
+
+# A real single-node Kubernetes in namespaces of its own (hack/kube/README.md).
+# The first run builds kubelet & co. from Go modules (15 min on 2 idle cores,
+# an hour on a busy machine), cached under /var/cache/corral-kube after that;
+# then the smoke test and the Go cluster tests. Not part of `make test`.
+kube:
+	hack/kube/smoke.sh
+	$(GO) test -tags kube -count=1 -timeout 30m ./integration/kube/
 
 clean:
 	rm -rf build

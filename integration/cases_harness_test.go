@@ -1,13 +1,15 @@
 package integration
 
 // The harness of TestCases (cases_test.go): the case data, the repository
-// a case runs on, the sessions, and the checks every case shares — nothing
-// hidden in any output, the repository byte-identical afterwards, no
-// container for a refusal, exactly one program for a call that runs.
+// a case runs on, the oracle, the sessions, the calls and their checks,
+// and the checks every case shares — nothing hidden in any output, the
+// repository byte-identical afterwards, no container for a refusal,
+// exactly one program for a call that runs, no mount left behind.
 
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -30,9 +32,13 @@ import (
 	"github.com/corral-sandbox/corral/allowlist"
 	"github.com/corral-sandbox/corral/internal/testutil"
 	"github.com/corral-sandbox/corral/mounts"
+	"github.com/corral-sandbox/corral/mounts/changeset"
+	"github.com/corral-sandbox/corral/mounts/hidden"
 	"github.com/corral-sandbox/corral/profiles"
 	"github.com/corral-sandbox/corral/sandbox"
+	"github.com/moby/sys/mountinfo"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
 )
 
 // hostileCase is one entry of testdata/cases.json (a verbatim copy of the
@@ -120,11 +126,13 @@ type caseState struct {
 	root    *testing.T // the case's test: sessions live as long as it
 	c       hostileCase
 	w       *taskWatcher
+	e       *sandbox.Executor
 	repo    string
 	tree    map[string]string // as built (after merging and notation)
 	page    string            // the page a "(page mode)" tree entry names
 	snap    map[string]string
 	secrets []string // bytes of hidden files and host secrets
+	never   []string // bytes the table says no output may hold
 	hidden  map[string]bool
 	visible map[string]bool
 	oracle  *oracle
@@ -136,8 +144,8 @@ type caseState struct {
 	starts   map[string]int // tasks started so far, by session id
 }
 
-func newHarness(t *testing.T, c hostileCase, w *taskWatcher) *harness {
-	h := &harness{t: t, caseState: &caseState{root: t, c: c, w: w, hidden: map[string]bool{}, visible: map[string]bool{},
+func newHarness(t *testing.T, c hostileCase, w *taskWatcher, e *sandbox.Executor) *harness {
+	h := &harness{t: t, caseState: &caseState{root: t, c: c, w: w, e: e, hidden: map[string]bool{}, visible: map[string]bool{},
 		sessions: map[string]*sandbox.Session{}, starts: map[string]int{}}}
 	t.Cleanup(h.finish)
 	return h
@@ -145,7 +153,7 @@ func newHarness(t *testing.T, c hostileCase, w *taskWatcher) *harness {
 
 // fresh is a new case state for the subtest h runs in, for a subtest
 // that builds its own repository (one per tree variant).
-func (h *harness) fresh() *harness { return newHarness(h.t, h.c, h.w) }
+func (h *harness) fresh() *harness { return newHarness(h.t, h.c, h.w, h.e) }
 
 // sub is h for the subtest t.
 func (h *harness) sub(t *testing.T) *harness { return &harness{t: t, caseState: h.caseState} }
@@ -164,6 +172,11 @@ func (h *harness) finish() {
 	for _, s := range h.secrets {
 		for _, o := range h.outputs {
 			require.NotContains(t, o, s, "hidden bytes reached the agent")
+		}
+	}
+	for _, s := range h.never {
+		for _, o := range h.outputs {
+			require.NotContains(t, o, s, "an output holds bytes the case forbids")
 		}
 	}
 	for _, s := range h.quiet {
@@ -310,7 +323,7 @@ func newOracle(t *testing.T, repo string, forced []string) *oracle {
 				return os.Symlink(target, out)
 			case info.IsDir():
 				return os.Mkdir(out, 0o755)
-			case info.Name() == mounts.DefaultIgnoreFileName && dst == o.ignores:
+			case info.Name() == hidden.DefaultIgnoreFileName && dst == o.ignores:
 				data, err := os.ReadFile(p)
 				if err != nil {
 					return err
@@ -403,7 +416,7 @@ func gitProfile(t *testing.T) *profiles.Profile {
 // as the case.
 func (h *harness) session(opts ...sessOpt) *sandbox.Session {
 	h.t.Helper()
-	return newSession(h.root, h.repo, opts...)
+	return newSessionOn(h.root, h.e, h.repo, opts...)
 }
 
 // quietSession opens a session that must never start a container: every
@@ -437,9 +450,8 @@ func (h *harness) shared(key string, quiet bool, opts ...sessOpt) *sandbox.Sessi
 func (h *harness) requireNothingStarted(s *sandbox.Session) {
 	t := h.t
 	t.Helper()
-	e := testutil.Executor(t)
-	ctx := e.Context(context.Background())
-	cs, err := e.Client().Containers(ctx, fmt.Sprintf("labels.%q==%s", sandbox.LabelSession, s.ID))
+	ctx := h.e.Context(context.Background())
+	cs, err := h.e.Client().Containers(ctx, fmt.Sprintf("labels.%q==%s", sandbox.LabelSession, s.ID))
 	require.NoError(t, err)
 	require.Empty(t, cs, "session %s has containers", s.ID)
 	require.Zero(t, h.w.count(s.ID, "create"), "a container was created for session %s", s.ID)
@@ -448,46 +460,141 @@ func (h *harness) requireNothingStarted(s *sandbox.Session) {
 	require.True(t, errors.Is(err, os.ErrNotExist), "session %s made host mounts", s.ID)
 }
 
-// --- outcomes ---
+// --- calls ---
 
-// outcome is what one invocation must give: a refusal of a kind (at an
-// argv index, with a rule), or a run (then check looks at the result).
-type outcome struct {
-	kind  allowlist.Kind // "" means it runs
-	index int
-	rule  string
-	check func(h *harness, argv []string, r *sandbox.Result)
+// argvs checks each input.argv against want (one outcome each, in order)
+// under the default profile. With git set, an argv that names git must
+// also be refused as a command by the default profile, and want is what
+// the opt-in git profile gives.
+func (h *harness) argvs(git bool, want []outcome) {
+	require.Len(h.t, want, len(h.c.Input.Argv), "one outcome per input.argv")
+	for i, argv := range h.c.Input.Argv {
+		h.run(fmt.Sprintf("argv%d", i), func(h *harness) {
+			key, opts := "docs", []sessOpt(nil)
+			if git && argv[0] == "git" {
+				h.refused(h.shared("quiet-docs", true), argv, outcome{word: refuseCmd, kind: allowlist.KindCmd, rule: "git is not on the allowlist"})
+				key, opts = profileSession(h.t, "git")
+			}
+			h.invoke(key, opts, argv, want[i])
+		})
+	}
 }
 
-// refuseCmd: REFUSE/CMD (argv[0]), the rule containing rule.
-func refuseCmd(rule string) outcome {
-	return outcome{kind: allowlist.KindCmd, index: 0, rule: rule}
-}
-
-// refuseArg: REFUSE/ARG at argv index i.
-func refuseArg(i int, rule string) outcome {
-	return outcome{kind: allowlist.KindArg, index: i, rule: rule}
-}
-
-// refusePath: REFUSE/PATH at argv index i (-1: a file tool's path).
-func refusePath(i int, rule string) outcome {
-	return outcome{kind: allowlist.KindPath, index: i, rule: rule}
-}
-
-// runs: permitted, run once, then check.
-func runs(check func(h *harness, argv []string, r *sandbox.Result)) outcome {
-	return outcome{check: check}
-}
-
-// literal: permitted and run as one program with every token as given
-// (shell metacharacters included), no shell anywhere.
-func literal(check func(h *harness, argv []string, r *sandbox.Result)) outcome {
-	return outcome{check: func(h *harness, argv []string, r *sandbox.Result) {
-		h.requireLiteral(argv, r)
-		if check != nil {
-			check(h, argv, r)
+// invoke gives argv to the case's session of profile key and checks want:
+// a refusal through a session that never starts a container, a run
+// through one that starts exactly one task for it. Every refusal of an
+// option "--name" is tried again with each abbreviation getopt accepts.
+func (h *harness) invoke(key string, opts []sessOpt, argv []string, want outcome) {
+	t := h.t
+	t.Helper()
+	switch want.word {
+	case runs, literal:
+		r := h.ran(h.shared("run-"+key, false, opts...), argv)
+		if want.word == literal {
+			h.requireLiteral(argv, r)
 		}
-	}}
+		h.checkResult(argv, r, want.result)
+		return
+	case permits:
+		d, err := h.shared("quiet-"+key, true, opts...).Check(argv)
+		require.NoError(t, err, "argv %q", clipArgv(argv))
+		h.checkResult(argv, &sandbox.Result{Argv: d.Argv}, want.result)
+		return
+	}
+	require.True(t, want.refuses(), "%s is no outcome of a call", want.word)
+	q := h.shared("quiet-"+key, true, opts...)
+	if want.anyIndex {
+		r := h.refusedAny(q, argv)
+		require.Equal(t, want.kind, r.Kind, "argv %q: %v", clipArgv(argv), r)
+		return
+	}
+	h.refused(q, argv, want)
+	if want.kind != allowlist.KindArg || want.index <= 0 {
+		return
+	}
+	tok := argv[want.index]
+	if !strings.HasPrefix(tok, "--") {
+		return
+	}
+	name, value, hasValue := strings.Cut(tok[2:], "=")
+	for n := 1; n < len(name); n++ {
+		abbrev := "--" + name[:n]
+		if hasValue {
+			abbrev += "=" + value
+		}
+		v := slices.Clone(argv)
+		v[want.index] = abbrev
+		r := h.refusedAny(q, v)
+		require.Equal(t, allowlist.KindArg, r.Kind, "%q", v)
+		require.Equal(t, want.index, r.Index, "%q: %v", v, r)
+	}
+}
+
+// checkResult checks r, the result of argv (nil for an in_box step),
+// against want.
+func (h *harness) checkResult(argv []string, r *sandbox.Result, want resultWant) {
+	t := h.t
+	t.Helper()
+	stdout, stderr := string(r.Stdout), string(r.Stderr)
+	if want.Exit != nil {
+		require.Equal(t, *want.Exit, r.ExitCode, "%q: %s%s", clipArgv(argv), stdout, stderr)
+	}
+	if want.ExitNot != nil {
+		require.NotEqual(t, *want.ExitNot, r.ExitCode, "%q: %s%s", clipArgv(argv), stdout, stderr)
+	}
+	if len(want.ExitIn) > 0 {
+		require.Contains(t, want.ExitIn, r.ExitCode, "%q: %s", clipArgv(argv), stderr)
+	}
+	if want.Stdout != nil {
+		require.Equal(t, *want.Stdout, stdout, "%q: %s", clipArgv(argv), stderr)
+	}
+	if len(want.StdoutFiles) > 0 {
+		content := ""
+		for _, f := range want.StdoutFiles {
+			require.Contains(t, h.tree, f, "stdout_files names a file of the tree")
+			content += h.tree[f]
+		}
+		require.Equal(t, content, stdout, "%q: %s", clipArgv(argv), stderr)
+	}
+	for _, l := range want.StdoutLines {
+		require.Contains(t, lines(stdout), l)
+	}
+	if want.Stderr != "" {
+		require.Regexp(t, want.Stderr, stderr)
+	}
+	if len(want.Argv) > 0 {
+		require.Equal(t, want.Argv, r.Argv)
+	}
+	if n := len(want.ArgvPrefix); n > 0 {
+		require.GreaterOrEqual(t, len(r.Argv), n, "%q", r.Argv)
+		require.Equal(t, want.ArgvPrefix, r.Argv[:n])
+	}
+	if n := len(want.ArgvSuffix); n > 0 {
+		require.GreaterOrEqual(t, len(r.Argv), n, "%q", r.Argv)
+		require.Equal(t, want.ArgvSuffix, r.Argv[len(r.Argv)-n:])
+	}
+	for _, a := range want.ArgvHas {
+		require.Contains(t, r.Argv, a)
+	}
+	for _, m := range want.Missing {
+		requireMissing(t, stderr, m)
+	}
+	if want.NoHiddenNames {
+		h.noHiddenNames(stdout)
+	}
+}
+
+// refusedAny requires some refusal of argv, with nothing started.
+func (h *harness) refusedAny(s *sandbox.Session, argv []string) *allowlist.Refusal {
+	t := h.t
+	t.Helper()
+	res, err := s.Exec(context.Background(), argv, nil, nil)
+	require.Nil(t, res, "argv %q ran", clipArgv(argv))
+	var r *allowlist.Refusal
+	require.True(t, errors.As(err, &r), "argv %q: want a refusal, got %v", clipArgv(argv), err)
+	h.saw(err.Error())
+	h.requireNothingStarted(s)
+	return r
 }
 
 var shellMeta = regexp.MustCompile("[;|&$`<>()*?!\"'\\\\]")
@@ -570,7 +677,11 @@ func (h *harness) box(s *sandbox.Session, argv ...string) *sandbox.Result {
 
 // shPrelude makes the busybox applets the tools image lacks callable by
 // their names in the in_box scripts (busybox sh, test image only).
-const shPrelude = `for a in ln mkfifo truncate yes du unshare mount id mknod nc seq; do eval "$a() { busybox $a \"\$@\"; }"; done; `
+var shPrelude = `for a in ` + strings.Join(busyboxApplets, " ") + `; do eval "$a() { busybox $a \"\$@\"; }"; done; `
+
+// busyboxApplets are the commands the in-box steps use that the tools
+// image has only as busybox applets.
+var busyboxApplets = []string{"ln", "mkfifo", "truncate", "yes", "du", "unshare", "mount", "id", "mknod", "nc", "seq"}
 
 // boxSh runs a busybox sh script in the container (test image only).
 func (h *harness) boxSh(s *sandbox.Session, script string) *sandbox.Result {
@@ -601,22 +712,22 @@ func (h *harness) requireAbsent(s *sandbox.Session, ps ...string) {
 
 // requireViolations: the change set is rejected, listing at least each
 // path in want with its reason (a substring).
-func (h *harness) requireViolations(cs *mounts.ChangeSet, want map[string]string) {
+func (h *harness) requireViolations(cs *changeset.Set, want map[string]string) {
 	t := h.t
 	t.Helper()
 	err := cs.Err()
 	require.Error(t, err, "the change set was not rejected")
-	var rej *mounts.RejectedError
+	var rej *changeset.RejectedError
 	require.True(t, errors.As(err, &rej))
 	require.True(t, errdefs.IsPermissionDenied(err))
 	for p, reason := range want {
-		found := slices.ContainsFunc(rej.Violations, func(v mounts.Violation) bool {
+		found := slices.ContainsFunc(rej.Violations, func(v changeset.Problem) bool {
 			return v.Path == p && strings.Contains(v.Reason, reason)
 		})
 		require.True(t, found, "no violation %s: %s in %v", p, reason, rej.Violations)
 		require.Contains(t, err.Error(), p)
 	}
-	_, perr := mounts.Patch(cs)
+	_, perr := changeset.Patch(cs)
 	require.Error(t, perr, "a rejected set rendered a patch")
 }
 
@@ -638,7 +749,7 @@ func requireMissing(t *testing.T, stderr, name string) {
 	require.Regexp(t, `(^|[\s'"])`+regexp.QuoteMeta(name)+`['"]?:.*No such file or directory`, stderr)
 }
 
-func summary(cs *mounts.ChangeSet) []string {
+func summary(cs *changeset.Set) []string {
 	var out []string
 	for _, c := range cs.Changes {
 		out = append(out, string(c.Kind)+" "+c.Path)
@@ -698,6 +809,472 @@ func (h *harness) requireFixedEnv(s *sandbox.Session, names ...string) {
 	h.kernelSteps(s, steps)
 }
 
+// --- the view ---
+
+// noHiddenNames: no word of a listing names a hidden path.
+func (h *harness) noHiddenNames(listing string) {
+	t := h.t
+	t.Helper()
+	var tops []string
+	for p := range h.hidden {
+		top := p
+		for q := path.Dir(p); q != "."; q = path.Dir(q) {
+			if h.oracle.hidden(q) {
+				top = q
+			}
+		}
+		tops = append(tops, top)
+	}
+	for _, f := range strings.Fields(listing) {
+		f = strings.TrimPrefix(f, "./")
+		for _, top := range tops {
+			require.False(t, f == top || strings.HasPrefix(f, top+"/") || (path.Dir(top) == "." && strings.TrimSuffix(f, ":") == top),
+				"listing names hidden %s: %q", top, f)
+		}
+	}
+}
+
+// requireHiddenTree: every tree file the oracle hides is refused by the
+// policy (naming a rule) and absent in the box; the view agrees with the
+// oracle on every tree path. visible files are read back in the same
+// container.
+func (h *harness) requireHiddenTree(visible ...string) {
+	t := h.t
+	t.Helper()
+	q := h.shared("quiet-docs", true)
+	s := h.shared("run-docs", false)
+	for p := range h.tree {
+		if strings.HasSuffix(p, "/") {
+			continue
+		}
+		_, hidden := q.View().Hidden(p)
+		require.Equal(t, h.oracle.hidden(p), hidden, "view and git disagree on %s", p)
+	}
+	var hidden []string
+	for p := range h.hidden {
+		_, err := allowlist.CheckRead(q.View(), p)
+		h.refusedPath(err, p, "")
+		h.refused(q, []string{"cat", p}, outcome{word: refusePath, kind: allowlist.KindPath, index: 1})
+		hidden = append(hidden, p)
+	}
+	slices.Sort(hidden)
+	var steps []kernelStep
+	if len(hidden) > 0 {
+		argv := []string{"probe", "open-each"}
+		want := ""
+		for _, p := range hidden {
+			q := path.Join(path.Dir(p), "corral-never-existed")
+			argv = append(argv, p, q)
+			want += p + "\tENOENT\n" + q + "\tENOENT\n"
+		}
+		steps = append(steps, kernelStep{what: "hidden", argv: argv, check: func(t *testing.T, out string, rc int) {
+			require.Equal(t, want, out, "a hidden path answers differently from an absent name")
+		}})
+	}
+	if len(visible) > 0 {
+		argv := []string{"probe", "open-each"}
+		want := ""
+		for _, p := range visible {
+			argv = append(argv, p)
+			want += fmt.Sprintf("%s\tok %x\n", p, sha256.Sum256([]byte(h.tree[p])))
+		}
+		steps = append(steps, kernelStep{what: "visible", argv: argv, check: func(t *testing.T, out string, rc int) {
+			require.Equal(t, want, out, "visible files read back")
+		}})
+	}
+	h.kernelSteps(s, steps)
+}
+
+// ignoreCase: the view agrees with git on every path and ancestor of the
+// tree; hidden files are refused naming rule and absent in the box;
+// visible files read back exactly.
+func (h *harness) ignoreCase(rule string) {
+	t := h.t
+	t.Helper()
+	q := h.shared("quiet-docs", true)
+	s := h.shared("run-docs", false)
+	var visible []string
+	for p := range h.visible {
+		visible = append(visible, p)
+	}
+	slices.Sort(visible)
+	h.requireHiddenTree(visible...)
+	for p := range h.tree {
+		for d := path.Dir(p); d != "."; d = path.Dir(d) {
+			_, hidden := q.View().Hidden(d)
+			require.Equal(t, h.oracle.hidden(d), hidden, "view and git disagree on %s/", d)
+		}
+	}
+	for p := range h.hidden {
+		if strings.Contains(p, ".git") || strings.Contains(p, ".claims") || strings.HasPrefix(p, "docs/AGENTS.md") {
+			continue
+		}
+		_, err := allowlist.CheckRead(q.View(), p)
+		var r *allowlist.Refusal
+		require.True(t, errors.As(err, &r), p)
+		if strings.Contains(r.Rule, "profile hides") {
+			continue
+		}
+		require.Contains(t, r.Rule, rule, p)
+	}
+	// Every visible file is permitted: one cat of them all through the
+	// policy reads them back exactly.
+	want := ""
+	for _, p := range visible {
+		want += h.tree[p]
+	}
+	r := h.ran(s, append([]string{"cat"}, visible...))
+	require.Equal(t, 0, r.ExitCode, "cat: %s", r.Stderr)
+	require.Equal(t, want, out(r))
+}
+
+// --- ops (the file tools: read P, write P, exec [...]) ---
+
+type op struct {
+	raw     string
+	verb    string // read, write, exec, start
+	path    string
+	content string
+	argv    []string
+	page    string // page mode: the assigned page
+	cwd     string
+	again   bool // "then run again in the same session"
+}
+
+var (
+	pageModeRE = regexp.MustCompile(`^page mode(?: \(assigned ([^)]+)\))?: (.*)$`)
+	execRE     = regexp.MustCompile(`^exec \[(.*)\](?: with cwd=(\S+))?$`)
+)
+
+func parseOps(t *testing.T, raws []string) []op {
+	t.Helper()
+	var out []op
+	page := ""
+	for _, raw := range raws {
+		o := op{raw: raw}
+		s := raw
+		if m := pageModeRE.FindStringSubmatch(s); m != nil {
+			if m[1] != "" {
+				page = m[1]
+			}
+			require.NotEmpty(t, page, "%q: page mode without an assigned page", raw)
+			o.page, s = page, m[2]
+		}
+		if x, ok := strings.CutSuffix(s, " then run again in the same session"); ok {
+			o.again, s = true, x
+		}
+		s = strings.TrimSuffix(s, " (host API)")
+		switch {
+		case s == "start run":
+			o.verb = "start"
+		case execRE.MatchString(s):
+			m := execRE.FindStringSubmatch(s)
+			o.verb, o.argv, o.cwd = "exec", strings.Split(m[1], ", "), m[2]
+		case strings.HasPrefix(s, "read "):
+			o.verb, o.path = "read", strings.TrimPrefix(s, "read ")
+		case strings.HasPrefix(s, "write "):
+			o.verb, o.path, o.content = "write", strings.TrimPrefix(s, "write "), "x\n"
+			if i := strings.IndexByte(o.path, ' '); i >= 0 && i+1 < len(o.path) && strings.ContainsRune("'{", rune(o.path[i+1])) {
+				o.path, o.content = o.path[:i], strings.Trim(o.path[i+1:], "'")
+			}
+		default:
+			t.Fatalf("unknown op %q", raw)
+		}
+		out = append(out, o)
+	}
+	return out
+}
+
+// ops runs input.ops, one opWant each, in order: the policy side of each
+// op as a subtest, then the kernel side of all of them in one container
+// per session (in the same order), then, for an op that asks for it, a
+// second invocation that must see the same view.
+func (h *harness) ops(want []opWant) {
+	ops := parseOps(h.t, h.c.Input.Ops)
+	require.Len(h.t, want, len(ops), "one outcome per input.ops")
+	for i, o := range ops {
+		h.run(fmt.Sprintf("op%d", i), func(h *harness) { h.opPolicy(o, want[i].Policy) })
+	}
+	var keys []string
+	byKey := map[string][]int{}
+	for i, o := range ops {
+		k := o.sessionKey()
+		if byKey[k] == nil {
+			keys = append(keys, k)
+		}
+		byKey[k] = append(byKey[k], i)
+	}
+	for _, k := range keys {
+		var steps []kernelStep
+		var again []op
+		for _, i := range byKey[k] {
+			if ops[i].again {
+				again = append(again, ops[i])
+			}
+			if st, ok := h.opKernel(ops[i], want[i].Kernel); ok {
+				steps = append(steps, st)
+			}
+		}
+		if len(steps) == 0 && len(again) == 0 {
+			continue
+		}
+		s := h.shared("run-"+k, false, ops[byKey[k][0]].sessionOpts()...)
+		var before string
+		if len(again) > 0 {
+			before = out(h.box(s, "find", "."))
+		}
+		h.kernelSteps(s, steps)
+		for _, o := range again {
+			h.requireSameView(s, before, o.path)
+		}
+	}
+}
+
+func (o op) sessionKey() string {
+	if o.page != "" {
+		return "page:" + o.page
+	}
+	return "docs"
+}
+
+func (o op) sessionOpts() []sessOpt {
+	if o.page != "" {
+		return []sessOpt{withPage(o.page)}
+	}
+	return nil
+}
+
+// opPolicy checks the policy side of one op.
+func (h *harness) opPolicy(o op, want outcome) {
+	t := h.t
+	t.Helper()
+	q := h.shared("quiet-"+o.sessionKey(), true, o.sessionOpts()...)
+	switch o.verb {
+	case "read", "write":
+		var got string
+		var err error
+		if o.verb == "read" {
+			got, err = allowlist.CheckRead(q.View(), o.path)
+		} else {
+			got, err = allowlist.CheckWrite(q.View(), q.Scope, o.path)
+		}
+		switch {
+		case want.word == permits:
+			require.NoError(t, err, o.raw)
+			clean, cerr := allowlist.CleanPath(o.path)
+			require.NoError(t, cerr)
+			require.Equal(t, clean, got, "%s: the canonical path", o.raw)
+		case want.word == either:
+			if err != nil {
+				h.refusedPath(err, o.path, "")
+			}
+		case want.kind == allowlist.KindPath && !want.anyIndex:
+			require.Equal(t, -1, want.index, "%s: a file tool's path has no argv index", o.raw)
+			h.refusedPath(err, o.path, want.rule)
+		default:
+			t.Fatalf("%s: %s is no outcome of a file tool", o.raw, want.word)
+		}
+	case "start":
+		// A session opens without reading any repository file for policy:
+		// the operator's commands, and nothing started.
+		require.Equal(t, starts, want.word, o.raw)
+		h.requireNothingStarted(q)
+		require.Equal(t, docsProfile(t).Commands, q.Profile.Commands)
+	case "exec":
+		if o.cwd != "" {
+			// The working directory is a read path: refused when hidden.
+			_, err := allowlist.CheckRead(q.View(), o.cwd)
+			h.refusedPath(err, o.cwd, want.rule)
+			h.run("cwd", func(h *harness) {
+				h.t.Skip("an invocation has no working directory in the API yet: exec with cwd=" + o.cwd + " cannot be tried")
+			})
+			return
+		}
+		h.invoke(o.sessionKey(), o.sessionOpts(), o.argv, want)
+	default:
+		t.Fatalf("op %q cannot be run here", o.raw)
+	}
+}
+
+// kernelStep is one command of a batched in-box script and the check of
+// what it printed (stdout and stderr together) and its exit status.
+type kernelStep struct {
+	what  string
+	argv  []string
+	check func(t *testing.T, out string, rc int)
+}
+
+// opKernel is the kernel side of op (in the box, without the policy).
+func (h *harness) opKernel(o op, want string) (kernelStep, bool) {
+	if want == "" {
+		return kernelStep{}, false
+	}
+	st := kernelStep{what: o.raw}
+	switch o.verb {
+	case "write":
+		st.argv = []string{"probe", "create", o.path, o.content}
+		st.check = func(t *testing.T, out string, rc int) { require.Equal(t, want+"\n", out, o.raw) }
+	case "read":
+		switch want {
+		case "absent":
+			q := path.Join(path.Dir(o.path), "corral-never-existed")
+			st.argv = []string{"probe", "open-each", o.path, q}
+			st.check = func(t *testing.T, out string, rc int) {
+				require.Equal(t, o.path+"\tENOENT\n"+q+"\tENOENT\n", out, "%s: hidden answers as absent", o.raw)
+			}
+		case "content":
+			st.argv = []string{"probe", "open-each", o.path}
+			st.check = func(t *testing.T, out string, rc int) {
+				require.Equal(t, fmt.Sprintf("%s\tok %x\n", o.path, sha256.Sum256([]byte(h.tree[o.path]))), out, o.raw)
+			}
+		case "image":
+			// A link or path that leaves the repository reaches the tools
+			// image's root inside the container, never the host's.
+			resolved := path.Join(mounts.ContainerRoot, o.path)
+			if target, ok := strings.CutPrefix(h.tree[o.path], "-> "); ok && path.IsAbs(target) {
+				resolved = target
+			}
+			host, _ := os.ReadFile(resolved)
+			st.argv = []string{"cat", o.path}
+			st.check = func(t *testing.T, out string, rc int) {
+				if len(host) > 0 {
+					require.NotContains(t, out, string(host), "%s printed the host's %s", o.raw, resolved)
+				}
+			}
+		default:
+			h.t.Fatalf("unknown kernel outcome %q for %s", want, o.raw)
+		}
+	case "exec":
+		st.argv = o.argv
+		st.check = func(t *testing.T, out string, rc int) {
+			switch {
+			case want == "absent":
+				require.NotEqual(t, 0, rc, o.raw)
+				require.Contains(t, out, "No such file or directory", o.raw)
+			case want == "ok":
+				require.Equal(t, 0, rc, "%s: %s", o.raw, out)
+			case strings.HasPrefix(want, "fails:"):
+				require.NotEqual(t, 0, rc, o.raw)
+				require.Contains(t, out, strings.TrimPrefix(want, "fails:"), o.raw)
+			default:
+				t.Fatalf("unknown kernel outcome %q", want)
+			}
+		}
+	default:
+		return kernelStep{}, false
+	}
+	return st, true
+}
+
+var stepMark = regexp.MustCompile(`(?m)^@@corral-step (\d+) rc (\d+)$`)
+
+// kernelSteps runs steps in one container, in order (a busybox sh script;
+// test image only), and checks each.
+func (h *harness) kernelSteps(s *sandbox.Session, steps []kernelStep) {
+	t := h.t
+	t.Helper()
+	if len(steps) == 0 {
+		return
+	}
+	var b strings.Builder
+	for i, st := range steps {
+		fmt.Fprintf(&b, "%s 2>&1; printf '\\n@@corral-step %d rc %%d\\n' $?; ", shellQuote(st.argv), i)
+	}
+	r := h.boxSh(s, b.String())
+	text := out(r)
+	marks := stepMark.FindAllStringSubmatchIndex(text, -1)
+	require.Len(t, marks, len(steps), "in-box steps: %s%s", text, r.Stderr)
+	from := 0
+	for i, m := range marks {
+		require.Equal(t, fmt.Sprint(i), text[m[2]:m[3]])
+		var rc int
+		fmt.Sscan(text[m[4]:m[5]], &rc)
+		// The printf put a newline before the mark.
+		steps[i].check(t, strings.TrimSuffix(text[from:m[0]], "\n"), rc)
+		from = m[1] + 1
+	}
+}
+
+// shellQuote quotes argv for sh, every word in single quotes.
+func shellQuote(argv []string) string {
+	q := make([]string, len(argv))
+	for i, a := range argv {
+		q[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+	}
+	return strings.Join(q, " ")
+}
+
+// requireSameView: a second invocation sees what the first saw (besides
+// the file the agent just wrote), and the policy's answers are unchanged.
+func (h *harness) requireSameView(s *sandbox.Session, before, wrote string) {
+	t := h.t
+	t.Helper()
+	after := out(h.box(s, "find", "."))
+	var got []string
+	for _, l := range lines(after) {
+		if l != "./"+wrote {
+			got = append(got, l)
+		}
+	}
+	require.ElementsMatch(t, lines(before), got, "the view changed within the session")
+	var hidden []string
+	for p := range h.hidden {
+		_, err := allowlist.CheckRead(s.View(), p)
+		require.Error(t, err, "%s became readable", p)
+		hidden = append(hidden, p)
+	}
+	slices.Sort(hidden)
+	h.requireAbsent(s, hidden...)
+}
+
+// requireWriteAreaIsTmpfs: the session's write area is a size-limited
+// tmpfs, so a bomb fills it and not the host's disk.
+func (h *harness) requireWriteAreaIsTmpfs(s *sandbox.Session) {
+	t := h.t
+	t.Helper()
+	area := filepath.Join(testutil.StateDir(t), "sessions", s.ID, "area")
+	ms, err := mountinfo.GetMounts(mountinfo.SingleEntryFilter(area))
+	require.NoError(t, err)
+	require.NotEmpty(t, ms, "no mount at %s", area)
+	m := ms[len(ms)-1]
+	require.Equal(t, "tmpfs", m.FSType)
+	require.Contains(t, m.VFSOptions, "size=")
+	var st unix.Statfs_t
+	require.NoError(t, unix.Statfs(area, &st))
+	require.LessOrEqual(t, int64(st.Blocks)*st.Bsize, s.Profile.Limits().WriteAreaBytes)
+}
+
+// --- inputs written in words ---
+
+func repeat[T any](n int, v T) []T {
+	out := make([]T, n)
+	for i := range out {
+		out[i] = v
+	}
+	return out
+}
+
+// argvGenerators build the argv_generated inputs, by their words.
+var argvGenerators = map[string]func() []string{
+	"grep x + 100000 operands": func() []string {
+		return append([]string{"grep", "x"}, repeat(100000, "README.md")...)
+	},
+	"one 2 MiB argument": func() []string {
+		return []string{"grep", strings.Repeat("x", 2<<20), "README.md"}
+	},
+	"grep + 10000 -e patterns": func() []string {
+		argv := []string{"grep"}
+		for i := 0; i < 10000; i++ {
+			argv = append(argv, "-e", fmt.Sprintf("p%d", i))
+		}
+		return append(argv, "README.md")
+	},
+}
+
+// trailingComment is a "(comment)" ending an in_box step written as a
+// shell command.
+var trailingComment = regexp.MustCompile(`\s+\([^()]*\)$`)
+
 // --- containerd events ---
 
 // taskWatcher records the containers created and the tasks started in
@@ -709,9 +1286,8 @@ type taskWatcher struct {
 
 var containerID = regexp.MustCompile(`^corral-([0-9a-f]+)-[0-9]+$`)
 
-func watchTasks(t *testing.T) *taskWatcher {
+func watchTasks(t *testing.T, e *sandbox.Executor) *taskWatcher {
 	t.Helper()
-	e := testutil.Executor(t)
 	ctx, cancel := context.WithCancel(e.Context(context.Background()))
 	t.Cleanup(cancel)
 	ns := testutil.Namespace

@@ -11,6 +11,7 @@ import (
 
 	"github.com/corral-sandbox/corral/internal/testutil"
 	"github.com/corral-sandbox/corral/mounts"
+	"github.com/corral-sandbox/corral/mounts/changeset"
 	"github.com/corral-sandbox/corral/profiles"
 	"github.com/corral-sandbox/corral/sandbox"
 	"github.com/stretchr/testify/require"
@@ -41,7 +42,12 @@ func docsProfile(t *testing.T) *profiles.Profile {
 // t.Cleanup, which also checks no host mount is left behind.
 func newSession(t *testing.T, repo string, opts ...sessOpt) *sandbox.Session {
 	t.Helper()
-	e := testutil.Executor(t)
+	return newSessionOn(t, testutil.Executor(t), repo, opts...)
+}
+
+// newSessionOn is newSession on the executor e.
+func newSessionOn(t *testing.T, e *sandbox.Executor, repo string, opts ...sessOpt) *sandbox.Session {
+	t.Helper()
 	cfg := sandbox.SessionConfig{Repo: repo, Profile: docsProfile(t)}
 	for _, o := range opts {
 		o(&cfg)
@@ -133,4 +139,4 @@ func lines(s string) []string {
 	return strings.Split(s, "\n")
 }
 
-func patchOf(cs *mounts.ChangeSet) ([]byte, error) { return mounts.Patch(cs) }
+func patchOf(cs *changeset.Set) ([]byte, error) { return changeset.Patch(cs) }

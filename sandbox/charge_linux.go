@@ -10,12 +10,12 @@ import (
 	"slices"
 
 	"github.com/containerd/errdefs"
-	"github.com/corral-sandbox/corral/mounts"
+	"github.com/corral-sandbox/corral/mounts/changeset"
 )
 
 // chargedFile, in a persistent session's directory, holds the violations
 // of its change set that a call was already charged with (a JSON array of
-// mounts.Violation), so that every corral process sharing the session
+// changeset.Problem), so that every corral process sharing the session
 // agrees on which call made which violation.
 const chargedFile = "violations.json"
 
@@ -30,7 +30,7 @@ const chargedFile = "violations.json"
 // share the blame for what appeared while they ran: the first to collect
 // is charged. A persistent session keeps the charged set in its state
 // directory under the session lock; a one-call session in memory.
-func (s *Session) CallChanges() (cs *mounts.ChangeSet, introduced []mounts.Violation, err error) {
+func (s *Session) CallChanges() (cs *changeset.Set, introduced []changeset.Problem, err error) {
 	cs, err = s.Changes()
 	if err != nil {
 		return nil, nil, err
@@ -44,7 +44,7 @@ func (s *Session) CallChanges() (cs *mounts.ChangeSet, introduced []mounts.Viola
 
 // charge records now as the charged violations and returns those of now
 // that were not charged before.
-func (s *Session) charge(now []mounts.Violation) ([]mounts.Violation, error) {
+func (s *Session) charge(now []changeset.Problem) ([]changeset.Problem, error) {
 	if s.store == nil {
 		s.mu.Lock()
 		defer s.mu.Unlock()
@@ -58,7 +58,7 @@ func (s *Session) charge(now []mounts.Violation) ([]mounts.Violation, error) {
 	}
 	defer unlock()
 	p := filepath.Join(s.store.dir, chargedFile)
-	var before []mounts.Violation
+	var before []changeset.Problem
 	data, err := os.ReadFile(p)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
@@ -74,7 +74,7 @@ func (s *Session) charge(now []mounts.Violation) ([]mounts.Violation, error) {
 		return introduced, nil
 	}
 	if now == nil {
-		now = []mounts.Violation{}
+		now = []changeset.Problem{}
 	}
 	data, err = json.Marshal(now)
 	if err != nil {
@@ -92,8 +92,8 @@ func (s *Session) charge(now []mounts.Violation) ([]mounts.Violation, error) {
 }
 
 // newViolations returns the violations of now that are not in before.
-func newViolations(before, now []mounts.Violation) []mounts.Violation {
-	var out []mounts.Violation
+func newViolations(before, now []changeset.Problem) []changeset.Problem {
+	var out []changeset.Problem
 	for _, v := range now {
 		if !slices.Contains(before, v) {
 			out = append(out, v)

@@ -5,13 +5,13 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/corral-sandbox/corral/mounts"
+	"github.com/corral-sandbox/corral/mounts/changeset"
 	"github.com/stretchr/testify/require"
 )
 
 func TestChargeBlamesTheCallThatMadeAViolation(t *testing.T) {
-	exe := mounts.Violation{Path: "openwiki/run.sh", Reason: "executable bit (mode 0755)"}
-	link := mounts.Violation{Path: "openwiki/l", Reason: "symbolic link"}
+	exe := changeset.Problem{Path: "openwiki/run.sh", Reason: "executable bit (mode 0755)"}
+	link := changeset.Problem{Path: "openwiki/l", Reason: "symbolic link"}
 
 	dir := t.TempDir()
 	require.NoError(t, os.WriteFile(filepath.Join(dir, lockFile), nil, 0o600))
@@ -22,20 +22,20 @@ func TestChargeBlamesTheCallThatMadeAViolation(t *testing.T) {
 
 	for _, step := range []struct {
 		s         *Session
-		now, want []mounts.Violation
+		now, want []changeset.Problem
 	}{
 		{a, nil, nil},
-		{a, []mounts.Violation{exe}, []mounts.Violation{exe}},
-		{a, []mounts.Violation{exe}, nil},
-		{b, []mounts.Violation{exe}, nil},
-		{b, []mounts.Violation{link, exe}, []mounts.Violation{link}},
-		{a, []mounts.Violation{link}, nil},
+		{a, []changeset.Problem{exe}, []changeset.Problem{exe}},
+		{a, []changeset.Problem{exe}, nil},
+		{b, []changeset.Problem{exe}, nil},
+		{b, []changeset.Problem{link, exe}, []changeset.Problem{link}},
+		{a, []changeset.Problem{link}, nil},
 		{a, nil, nil},
-		{b, []mounts.Violation{exe}, []mounts.Violation{exe}},
-		{one, []mounts.Violation{exe, link}, []mounts.Violation{exe, link}},
-		{one, []mounts.Violation{exe, link}, nil},
-		{one, []mounts.Violation{exe}, nil},
-		{one, []mounts.Violation{exe, link}, []mounts.Violation{link}},
+		{b, []changeset.Problem{exe}, []changeset.Problem{exe}},
+		{one, []changeset.Problem{exe, link}, []changeset.Problem{exe, link}},
+		{one, []changeset.Problem{exe, link}, nil},
+		{one, []changeset.Problem{exe}, nil},
+		{one, []changeset.Problem{exe, link}, []changeset.Problem{link}},
 	} {
 		got, err := step.s.charge(step.now)
 		require.NoError(t, err)

@@ -8,7 +8,7 @@ import (
 	"strings"
 
 	"github.com/corral-sandbox/corral/allowlist"
-	"github.com/corral-sandbox/corral/mounts"
+	"github.com/corral-sandbox/corral/mounts/changeset"
 	"github.com/corral-sandbox/corral/profiles"
 	"github.com/corral-sandbox/corral/sandbox"
 	"github.com/spf13/cobra"
@@ -91,18 +91,18 @@ func argvFrom(cmd *cobra.Command, args []string) ([]string, error) {
 // set).
 type runOutput struct {
 	*sandbox.Result
-	ExitCode     int                `json:"exit_code"`
-	ToolExitCode int                `json:"tool_exit_code"`
-	Error        *jsonError         `json:"error,omitempty"`
-	DurationMS   float64            `json:"duration_ms"`
-	Stdout       string             `json:"stdout"`
-	Stderr       string             `json:"stderr"`
-	Changes      []mounts.Change    `json:"changes"`
-	Violations   []mounts.Violation `json:"violations"`
+	ExitCode     int                 `json:"exit_code"`
+	ToolExitCode int                 `json:"tool_exit_code"`
+	Error        *jsonError          `json:"error,omitempty"`
+	DurationMS   float64             `json:"duration_ms"`
+	Stdout       string              `json:"stdout"`
+	Stderr       string              `json:"stderr"`
+	Changes      []changeset.Change  `json:"changes"`
+	Violations   []changeset.Problem `json:"violations"`
 	// NewViolations are the violations this call introduced; the exit
 	// code is 123 exactly when there are any.
-	NewViolations []mounts.Violation `json:"new_violations"`
-	Session       string             `json:"session,omitempty"`
+	NewViolations []changeset.Problem `json:"new_violations"`
+	Session       string              `json:"session,omitempty"`
 }
 
 type refusalOutput struct {
@@ -213,7 +213,7 @@ func execAndReport(cmd *cobra.Command, sess *sandbox.Session, prof *profiles.Pro
 		return &exitError{code: exitFailed, err: fmt.Errorf("collecting the change set: %w", err)}
 	}
 	if diffOut != "" && cs.Err() == nil {
-		patch, err := mounts.Patch(cs)
+		patch, err := changeset.Patch(cs)
 		if err != nil {
 			return &exitError{code: exitFailed, err: err}
 		}
@@ -231,7 +231,7 @@ func execAndReport(cmd *cobra.Command, sess *sandbox.Session, prof *profiles.Pro
 	var verdict error // corral's reason when code is not the tool's
 	switch code {
 	case exitRejected:
-		verdict = (&mounts.ChangeSet{Violations: introduced}).Err()
+		verdict = (&changeset.Set{Violations: introduced}).Err()
 	case exitLimit:
 		var why []string
 		for _, l := range res.LimitsHit {
@@ -247,10 +247,10 @@ func execAndReport(cmd *cobra.Command, sess *sandbox.Session, prof *profiles.Pro
 			Changes: cs.Changes, Violations: cs.Violations, NewViolations: introduced,
 		}
 		if out.Violations == nil {
-			out.Violations = []mounts.Violation{}
+			out.Violations = []changeset.Problem{}
 		}
 		if out.NewViolations == nil {
-			out.NewViolations = []mounts.Violation{}
+			out.NewViolations = []changeset.Problem{}
 		}
 		if verdict != nil {
 			out.Error = jsonErrorOf(code, verdict)

@@ -221,6 +221,25 @@ func TestProfilesJSON(t *testing.T) {
 	require.Equal(t, "docs", p.Name)
 	require.Contains(t, p.Commands, "grep")
 	require.NotEmpty(t, p.Resources["timeout"])
+	require.Equal(t, []string{}, p.Expose)
+	require.Equal(t, []string{"agent-config", "secrets", "gitignore"}, p.Hides)
+
+	// A profile's expose: list, and the older expose_agent_config.
+	docs, err := os.ReadFile(filepath.Join("..", "..", "profiles", "builtin", "docs.yaml"))
+	require.NoError(t, err)
+	for extra, want := range map[string][]string{
+		"expose: [secrets, gitignore]\n": {"secrets", "gitignore"},
+		"expose_agent_config: true\n":    {"agent-config"},
+	} {
+		file := filepath.Join(t.TempDir(), "p.yaml")
+		require.NoError(t, os.WriteFile(file, append(append([]byte(nil), docs...), extra...), 0o644))
+		stdout, stderr, code := runCLI(t, "profiles", "--json", file)
+		require.Equal(t, 0, code, stderr)
+		p = profileOutput{}
+		require.NoError(t, json.Unmarshal([]byte(stdout), &p))
+		require.Equal(t, want, p.Expose, extra)
+		require.Len(t, p.Hides, 3-len(want), extra)
+	}
 
 	stdout, _, code = runCLI(t, "profiles")
 	require.Equal(t, 0, code)

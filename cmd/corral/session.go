@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/containerd/errdefs"
-	"github.com/corral-sandbox/corral/mounts"
+	"github.com/corral-sandbox/corral/mounts/changeset"
 	"github.com/corral-sandbox/corral/profiles"
 	"github.com/corral-sandbox/corral/sandbox"
 	"github.com/spf13/cobra"
@@ -280,7 +280,7 @@ apply shows them. The patch keeps its bytes exactly when written to a file:
 			rejected := cs.Err()
 			switch format {
 			case "json":
-				v := diffOutput{ChangeSet: changeSetJSON(cs)}
+				v := diffOutput{Set: changeSetJSON(cs)}
 				if rejected != nil {
 					v.Error, v.ExitCode = jsonErrorOf(exitRejected, rejected), exitRejected
 				}
@@ -295,7 +295,7 @@ apply shows them. The patch keeps its bytes exactly when written to a file:
 					fmt.Fprint(errw, forTerminal(errw, cs.Stat()))
 					break
 				}
-				patch, err := mounts.Patch(cs)
+				patch, err := changeset.Patch(cs)
 				if err != nil {
 					return &exitError{code: exitFailed, err: err}
 				}
@@ -327,19 +327,19 @@ apply shows them. The patch keeps its bytes exactly when written to a file:
 // diffOutput is `session diff --format json`'s result: the change set,
 // and for a rejected one the error and exit code 123.
 type diffOutput struct {
-	*mounts.ChangeSet
+	*changeset.Set
 	Error    *jsonError `json:"error,omitempty"`
 	ExitCode int        `json:"exit_code"`
 }
 
 // changeSetJSON is a change set with non-nil lists, for JSON output.
-func changeSetJSON(cs *mounts.ChangeSet) *mounts.ChangeSet {
-	out := &mounts.ChangeSet{Changes: cs.Changes, Violations: cs.Violations}
+func changeSetJSON(cs *changeset.Set) *changeset.Set {
+	out := &changeset.Set{Changes: cs.Changes, Violations: cs.Violations}
 	if out.Changes == nil {
-		out.Changes = []mounts.Change{}
+		out.Changes = []changeset.Change{}
 	}
 	if out.Violations == nil {
-		out.Violations = []mounts.Violation{}
+		out.Violations = []changeset.Problem{}
 	}
 	return out
 }
@@ -347,7 +347,7 @@ func changeSetJSON(cs *mounts.ChangeSet) *mounts.ChangeSet {
 // openSessionChanges opens session id in a new executor and collects its
 // change set (`session diff`, `session apply`). The caller must close the
 // session, then the executor.
-func openSessionChanges(cmd *cobra.Command, g *globalFlags, id string) (*sandbox.Executor, *sandbox.Session, *mounts.ChangeSet, error) {
+func openSessionChanges(cmd *cobra.Command, g *globalFlags, id string) (*sandbox.Executor, *sandbox.Session, *changeset.Set, error) {
 	ctx := cmd.Context()
 	exec, err := sandbox.New(ctx, g.config(cmd.ErrOrStderr()))
 	if err != nil {

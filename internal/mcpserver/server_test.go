@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/corral-sandbox/corral/allowlist"
-	"github.com/corral-sandbox/corral/mounts"
+	"github.com/corral-sandbox/corral/mounts/changeset"
 	"github.com/corral-sandbox/corral/sandbox"
 	"github.com/corral-sandbox/corral/sandbox/fsop"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -58,14 +58,14 @@ func (f *fake) Exec(_ context.Context, argv []string) (*sandbox.Result, error) {
 	}
 	return &sandbox.Result{Argv: argv, Stdout: []byte("out")}, nil
 }
-func (f *fake) Changes() (*mounts.ChangeSet, error) {
+func (f *fake) Changes() (*changeset.Set, error) {
 	f.calls = append(f.calls, "changes")
-	return &mounts.ChangeSet{}, nil
+	return &changeset.Set{}, nil
 }
 
-func (f *fake) CallChanges() (*mounts.ChangeSet, []mounts.Violation, error) {
+func (f *fake) CallChanges() (*changeset.Set, []changeset.Problem, error) {
 	f.calls = append(f.calls, "call changes")
-	return &mounts.ChangeSet{}, nil, nil
+	return &changeset.Set{}, nil, nil
 }
 
 func connect(t *testing.T, s Session, o Options) *mcp.ClientSession {

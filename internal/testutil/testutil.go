@@ -5,6 +5,8 @@ package testutil
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,8 +22,35 @@ import (
 // Namespace is the containerd namespace integration tests use.
 const Namespace = "corral-test"
 
-// TestImageRef is the default tools image plus busybox and the probe.
-const TestImageRef = "localhost/corral/test:latest"
+// TestImageRef is the default tools image plus busybox and the probe. Its
+// tag names the checkout, so test runs of two checkouts on one machine never
+// rebuild each other's image under a running container.
+var TestImageRef = "localhost/corral/test:" + checkoutTag
+
+// checkoutTag is a short hash of the module root the test binary runs in
+// (its working directory is its package's directory, below the root).
+var checkoutTag = func() string {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "unknown"
+	}
+	for d := dir; ; d = filepath.Dir(d) {
+		if _, err := os.Stat(filepath.Join(d, "go.mod")); err == nil {
+			dir = d
+			break
+		}
+		if d == filepath.Dir(d) {
+			break
+		}
+	}
+	sum := sha256.Sum256([]byte(dir))
+	return hex.EncodeToString(sum[:4])
+}()
+
+// scratch is this checkout's directory for the binaries tests build.
+func scratch(name string) string {
+	return filepath.Join(os.TempDir(), "corral-it-"+checkoutTag, name)
+}
 
 // RequireRoot skips without root, or fails when CI=true.
 func RequireRoot(t testing.TB) {
@@ -101,9 +130,21 @@ var (
 // once per test binary. It is closed in t.Cleanup.
 func Executor(t testing.TB) *sandbox.Executor {
 	t.Helper()
+	return ExecutorWith(t)
+}
+
+// ExecutorWith is Executor with the test configuration (namespace, state
+// directory, test image) adjusted by opts, applied in order: e.g. another
+// containerd runtime. It is closed in t.Cleanup.
+func ExecutorWith(t testing.TB, opts ...func(*sandbox.Config)) *sandbox.Executor {
+	t.Helper()
 	RequireContainerd(t)
 	ctx := context.Background()
-	e, err := sandbox.New(ctx, sandbox.Config{Namespace: Namespace, StateDir: StateDir(t), Image: TestImageRef})
+	cfg := sandbox.Config{Namespace: Namespace, StateDir: StateDir(t), Image: TestImageRef}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	e, err := sandbox.New(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,7 +157,7 @@ func Executor(t testing.TB) *sandbox.Executor {
 }
 
 // CorralPath is where BuildCorral builds corral for the tests.
-func CorralPath() string { return filepath.Join(os.TempDir(), "corral-it-bin", "corral") }
+func CorralPath() string { return scratch("corral") }
 
 var (
 	corralOnce sync.Once
@@ -141,14 +182,14 @@ func BuildCorral() error {
 }
 
 // ProbePath is where the probe binary is built on the host.
-func ProbePath() string { return filepath.Join(os.TempDir(), "corral-probe") }
+func ProbePath() string { return scratch("probe") }
 
 func buildTestImage(e *sandbox.Executor) error {
 	root, err := moduleRoot()
 	if err != nil {
 		return err
 	}
-	initPath := filepath.Join(os.TempDir(), "corral-it-init")
+	initPath := scratch("corral-init")
 	for out, pkg := range map[string]string{ProbePath(): "./integration/probe", initPath: "./cmd/corral-init"} {
 		cmd := exec.Command("go", "build", "-o", out, pkg)
 		cmd.Dir = root
@@ -157,21 +198,21 @@ func buildTestImage(e *sandbox.Executor) error {
 			return &buildError{out: string(out), err: err}
 		}
 	}
-	// The launcher's environment (trusted) names corral-init; sessions then
-	// create their containers before calls arrive.
+	// The launcher's environment (trusted) names corral-init, which every
+	// container gets bound from the host.
 	if os.Getenv("CORRAL_INIT") == "" {
 		os.Setenv("CORRAL_INIT", initPath)
 	}
-	// corral itself (cgo, for libseccomp) is the file tools' helper in the
-	// image, and the binary the CLI and MCP tests run.
+	// corral itself (cgo, for libseccomp) is the binary the CLI and MCP
+	// tests run; in the image it keeps `corral fs` (the file tools'
+	// in-container half, as corral-init's fs mode runs it) testable on its
+	// own.
 	if err := BuildCorral(); err != nil {
 		return err
 	}
-	if os.Getenv("CORRAL_HELPER") == "" {
-		os.Setenv("CORRAL_HELPER", CorralPath())
-	}
 	spec := sandbox.DefaultImageSpec()
 	spec.Ref = TestImageRef
+	spec.Files["/usr/bin/corral"] = CorralPath()
 	busybox, err := exec.LookPath("busybox")
 	if err != nil {
 		return err
