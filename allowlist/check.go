@@ -41,7 +41,7 @@ func Check(cmds map[string]*Command, v View, scope Scope, argv []string) (Decisi
 	if err := checkLimits(argv); err != nil {
 		return Decision{}, err
 	}
-	if err := checkScope(scope); err != nil {
+	if err := scope.Validate(); err != nil {
 		return Decision{}, err
 	}
 	name := argv[0]
@@ -84,24 +84,6 @@ func checkLimits(argv []string) error {
 		if strings.IndexByte(a, 0) >= 0 {
 			return argRefusal(i, a, "argument contains NUL")
 		}
-	}
-	return nil
-}
-
-func checkScope(s Scope) error {
-	for _, p := range []string{s.Dir, s.Page} {
-		if p == "" {
-			continue
-		}
-		if c, err := CleanPath(p); err != nil || c != p {
-			return fmt.Errorf("write scope %q is not a canonical repository path: %w", p, errdefs.ErrInvalidArgument)
-		}
-	}
-	if s.Dir != "" && s.Page != "" {
-		return fmt.Errorf("write scope sets both a directory and a page: %w", errdefs.ErrInvalidArgument)
-	}
-	if s.Page == "." {
-		return fmt.Errorf("write scope page cannot be the repository root: %w", errdefs.ErrInvalidArgument)
 	}
 	return nil
 }

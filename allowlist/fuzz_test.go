@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/corral-sandbox/corral/internal/names"
 )
 
 // fuzzSeeds are argvs from the hostile cases and the control forms, joined
@@ -99,7 +101,7 @@ func FuzzCheck(f *testing.F) {
 			case !within(p, scope.Dir) || !within(r, scope.Dir):
 				t.Fatalf("Check(%q) permitted write %q (-> %q) outside %q", argv, p, r, scope.Dir)
 			}
-			if reserved(p) != "" || reserved(r) != "" {
+			if names.ReservedPath(p) != "" || names.ReservedPath(r) != "" {
 				t.Fatalf("Check(%q) permitted write to reserved %q", argv, p)
 			}
 		}
@@ -129,7 +131,7 @@ func assertReadable(t *testing.T, v *fakeView, argv []string, p string) {
 		if rule, hidden := v.Hidden(q); hidden {
 			t.Fatalf("Check(%q) permitted hidden %q (%s)", argv, q, rule)
 		}
-		if hasGit(q) {
+		if _, git := names.Hidden(q, false); git {
 			t.Fatalf("Check(%q) permitted .git path %q", argv, q)
 		}
 	}

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/corral-sandbox/corral/internal/names"
 )
 
 const (
@@ -146,32 +148,6 @@ func within(p, dir string) bool {
 	return p == dir || strings.HasPrefix(p, dir+"/")
 }
 
-// reserved returns the rule refusing a write to p because one of its
-// components is .git or .claims (in any letter case), or "". The rule names
-// the reserved directory, e.g. "openwiki/.claims is owned by corral".
-func reserved(p string) string {
-	parts := strings.Split(p, "/")
-	for i, c := range parts {
-		switch strings.ToLower(c) {
-		case ".git":
-			return strings.Join(parts[:i+1], "/") + " is owned by git and never writable"
-		case ".claims":
-			return strings.Join(parts[:i+1], "/") + " is owned by corral"
-		}
-	}
-	return ""
-}
-
-// hasGit reports a .git component in any letter case.
-func hasGit(p string) bool {
-	for _, c := range strings.Split(p, "/") {
-		if strings.EqualFold(c, ".git") {
-			return true
-		}
-	}
-	return false
-}
-
 // CheckRead is the read-path policy of Check for one path, for the
 // host-side file tools and the working directory of an invocation: the path
 // is canonicalized, resolved in the view, and refused when either spelling
@@ -181,13 +157,14 @@ func CheckRead(v View, unsafePath string) (string, error) {
 	return pathChecker{v: v}.read(unsafePath)
 }
 
-// CheckWrite is the write-path policy of Check for one path: CheckRead's
-// checks, then no .git or .claims component (in any letter case), and both
-// the lexical and the resolved path inside scope.Dir by whole components,
-// or both exactly scope.Page in page mode. It returns the canonical path or
-// a *Refusal of KindPath (Index -1).
+// CheckWrite is the write-path policy of Check for one path: no component
+// reserved by names.Reserved (.git, git~1, .claims, ignore files, git
+// control files, in any spelling that folds onto them), CheckRead's
+// checks, and both the lexical and the resolved path allowed by scope
+// (Scope.CheckResolved). It returns the canonical path or a *Refusal of
+// KindPath (Index -1).
 func CheckWrite(v View, scope Scope, unsafePath string) (string, error) {
-	if err := checkScope(scope); err != nil {
+	if err := scope.Validate(); err != nil {
 		return "", err
 	}
 	return pathChecker{v: v, scope: scope}.write(unsafePath)
@@ -228,8 +205,9 @@ func (pc pathChecker) resolveClean(unsafePath, p string) (string, string, error)
 		return "", "", &Refusal{Kind: KindPath, Index: -1, Token: clip(unsafePath), Rule: "path resolves to a non-canonical location"}
 	}
 	for _, q := range []string{p, r} {
-		if hasGit(q) {
-			return "", "", &Refusal{Kind: KindPath, Index: -1, Token: clip(unsafePath), Rule: ".git is hidden at every depth"}
+		// Hidden in every view whatever the profile (.git, folded).
+		if rule, hidden := names.Hidden(q, false); hidden {
+			return "", "", &Refusal{Kind: KindPath, Index: -1, Token: clip(unsafePath), Rule: rule}
 		}
 		if rule, hidden := pc.v.Hidden(q); hidden {
 			if rule == "" {
@@ -267,32 +245,33 @@ func (pc pathChecker) write(unsafePath string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if rule := reserved(p); rule != "" {
+	if rule := names.ReservedPath(p); rule != "" {
 		return refuse(rule)
 	}
-	if pc.scope.ReadOnly || (pc.scope.Dir == "" && pc.scope.Page == "") {
-		return refuse("the session is read-only")
+	if !pc.scope.Writable() {
+		return refuse(ruleReadOnly)
 	}
 	p, r, err := pc.resolve(unsafePath)
 	if err != nil {
 		return "", err
 	}
-	if rule := reserved(r); rule != "" {
+	if rule := names.ReservedPath(r); rule != "" {
 		return refuse(rule)
 	}
-	if pc.scope.Page != "" {
-		if p != pc.scope.Page || r != pc.scope.Page {
-			return refuse("outside the write scope: only the assigned page " + pc.scope.Page + " is writable")
-		}
-		return p, nil
-	}
-	if !within(p, pc.scope.Dir) {
-		return refuse("outside the write scope " + pc.scope.Dir + "/")
-	}
-	if !within(r, pc.scope.Dir) {
-		return refuse("resolves to " + r + ", outside the write scope " + pc.scope.Dir + "/")
+	if err := pc.scope.CheckResolved(p, r); err != nil {
+		return "", atToken(err, unsafePath)
 	}
 	return p, nil
+}
+
+// atToken gives a scope refusal the token as the caller spelled it.
+func atToken(err error, unsafePath string) error {
+	if r, ok := err.(*Refusal); ok {
+		cp := *r
+		cp.Token = clip(unsafePath)
+		return &cp
+	}
+	return err
 }
 
 // clip bounds a token quoted in a refusal.

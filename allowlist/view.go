@@ -20,15 +20,3 @@ type View interface {
 	// not exist too, from the same rules.
 	Hidden(p string) (rule string, hidden bool)
 }
-
-// Scope is the session's write capability, fixed by the trusted launcher.
-// Exactly one of Dir and Page is set unless ReadOnly is true.
-type Scope struct {
-	// Dir is the writable directory, canonical, e.g. "openwiki".
-	Dir string
-	// Page, in page mode, is the only writable file, e.g.
-	// "openwiki/pages/a.md".
-	Page string
-	// ReadOnly sessions may write nothing.
-	ReadOnly bool
-}

@@ -3,8 +3,6 @@ package audit
 import (
 	"bufio"
 	"bytes"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -16,123 +14,83 @@ import (
 	"sync"
 	"time"
 
-	"github.com/corral-sandbox/corral/allowlist"
-	"github.com/corral-sandbox/corral/mounts"
 	"golang.org/x/sys/unix"
 )
 
 // FileName is the audit log's name in the state directory.
 const FileName = "audit.log"
 
-// The event types.
-const (
-	EventSessionCreated = "session_created"
-	EventInvocation     = "invocation"
-	EventRefusal        = "refusal"
-	EventChangeSet      = "changeset"
-	EventApproval       = "approval"
-	EventApply          = "apply"
-)
-
-// Decisions of an invocation.
-const (
-	Allowed = "allowed"
-	Refused = "refused"
-)
-
-// Capability is a session's write capability as the launcher fixed it.
-type Capability struct {
-	// Mode is "read-only", "dir" or "page".
-	Mode string `json:"mode"`
-	Dir  string `json:"dir,omitempty"`
-	Page string `json:"page,omitempty"`
-	// Agent is the agent id of a per-agent write area, if any.
-	Agent string `json:"agent,omitempty"`
-}
-
-// CapabilityOf describes scope.
-func CapabilityOf(scope allowlist.Scope) Capability {
-	switch {
-	case scope.ReadOnly || (scope.Dir == "" && scope.Page == ""):
-		return Capability{Mode: "read-only"}
-	case scope.Page != "":
-		return Capability{Mode: "page", Page: scope.Page}
-	}
-	return Capability{Mode: "dir", Dir: scope.Dir}
-}
-
-// Event is one line of the log. Fields that do not apply to an event type
-// are omitted.
-type Event struct {
-	Time    time.Time `json:"time"`
-	Event   string    `json:"event"`
-	Session string    `json:"session,omitempty"`
-	// User, UID and PID identify the supervisor process that wrote the
-	// event; SudoUser is $SUDO_USER when it ran under sudo.
+// Actor is the corral process that wrote a record.
+type Actor struct {
+	// User and UID are the process's user; SudoUser is $SUDO_USER when it
+	// ran under sudo.
 	User     string `json:"user"`
 	UID      int    `json:"uid"`
 	SudoUser string `json:"sudo_user,omitempty"`
 	PID      int    `json:"pid"`
-
-	// session_created
-	Repo       string      `json:"repo,omitempty"`
-	Profile    string      `json:"profile,omitempty"`
-	Capability *Capability `json:"capability,omitempty"`
-
-	// invocation and refusal
-	Argv       []string `json:"argv,omitempty"`
-	Decision   string   `json:"decision,omitempty"`
-	Rule       string   `json:"rule,omitempty"`
-	ExitCode   *int     `json:"exit_code,omitempty"`
-	DurationMS *float64 `json:"duration_ms,omitempty"`
-	LimitsHit  []string `json:"limits_hit,omitempty"`
-	// Stage names what refused: "invocation", "changeset", "review",
-	// "apply", …
-	Stage string `json:"stage,omitempty"`
-	Error string `json:"error,omitempty"`
-
-	// changeset
-	ChangeSetSHA256 string `json:"changeset_sha256,omitempty"`
-	Changes         *int   `json:"changes,omitempty"`
-	Violations      *int   `json:"violations,omitempty"`
-
-	// approval
-	Path         string `json:"path,omitempty"`
-	Kind         string `json:"kind,omitempty"`
-	Token        string `json:"token,omitempty"`
-	Risk         string `json:"risk,omitempty"`
-	BeforeSHA256 string `json:"before_sha256,omitempty"`
-	AfterSHA256  string `json:"after_sha256,omitempty"`
-
-	// apply
-	DryRun *bool    `json:"dry_run,omitempty"`
-	Files  []string `json:"files,omitempty"`
 }
 
-// Logger appends events to its files. It is safe for concurrent use; the
-// caller must call Close.
+// Peer is the process on whose behalf corral acted: for the CLI the
+// corral process itself; for a daemon, the client of the request
+// (SO_PEERCRED), set with Logger.WithPeer.
+type Peer struct {
+	UID int `json:"uid"`
+	GID int `json:"gid"`
+	PID int `json:"pid"`
+}
+
+// Envelope is one line of the log: when, what type, which session, who
+// wrote it and for whom, and the typed event itself.
+type Envelope struct {
+	Time    time.Time       `json:"time"`
+	Type    string          `json:"type"`
+	Session string          `json:"session,omitempty"`
+	Actor   Actor           `json:"actor"`
+	Peer    Peer            `json:"peer"`
+	Event   json.RawMessage `json:"event"`
+}
+
+// Record is an Envelope read back, with its event decoded into its type
+// (*SessionCreated, *Invocation, …).
+type Record struct {
+	Time    time.Time
+	Type    string
+	Session string
+	Actor   Actor
+	Peer    Peer
+	Event   Event
+}
+
+// sink is the files a Logger and the loggers derived from it append to.
+type sink struct {
+	mu    sync.Mutex
+	files []*os.File
+}
+
+// Logger appends records to its files. It is safe for concurrent use. The
+// caller must call Close on the Logger Open returned; loggers derived with
+// WithPeer share its files. A nil *Logger is valid and records nothing.
 type Logger struct {
-	mu       sync.Mutex
-	files    []*os.File
-	user     string
-	uid      int
-	sudoUser string
-	pid      int
-	now      func() time.Time
+	sink  *sink
+	actor Actor
+	peer  Peer
+	now   func() time.Time
 }
 
 // Open opens (creating them 0600) stateDir/audit.log and, when extra is not
 // "", the file extra, both for appending. stateDir is made 0700 when
 // missing; the log in it is opened without following a symbolic link.
+// The Logger's peer is the calling process.
 func Open(stateDir, extra string) (*Logger, error) {
 	if err := os.MkdirAll(stateDir, 0o700); err != nil {
 		return nil, fmt.Errorf("opening the audit log: %w", err)
 	}
-	l := &Logger{uid: os.Getuid(), pid: os.Getpid(), now: time.Now, sudoUser: os.Getenv("SUDO_USER")}
-	l.user = strconv.Itoa(l.uid)
+	a := Actor{UID: os.Getuid(), PID: os.Getpid(), SudoUser: os.Getenv("SUDO_USER")}
+	a.User = strconv.Itoa(a.UID)
 	if u, err := user.Current(); err == nil {
-		l.user = u.Username
+		a.User = u.Username
 	}
+	l := &Logger{sink: &sink{}, actor: a, peer: Peer{UID: os.Getuid(), GID: os.Getgid(), PID: os.Getpid()}, now: time.Now}
 	paths := []string{filepath.Join(stateDir, FileName)}
 	if extra != "" {
 		paths = append(paths, extra)
@@ -147,9 +105,20 @@ func Open(stateDir, extra string) (*Logger, error) {
 			l.Close()
 			return nil, fmt.Errorf("opening the audit log: %w", err)
 		}
-		l.files = append(l.files, f)
+		l.sink.files = append(l.sink.files, f)
 	}
 	return l, nil
+}
+
+// WithPeer returns a Logger writing to the same files whose records name
+// p as the peer. A nil Logger stays nil.
+func (l *Logger) WithPeer(p Peer) *Logger {
+	if l == nil {
+		return nil
+	}
+	c := *l
+	c.peer = p
+	return &c
 }
 
 // Close closes the files. It is safe on a nil Logger and more than once.
@@ -157,36 +126,40 @@ func (l *Logger) Close() error {
 	if l == nil {
 		return nil
 	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
+	l.sink.mu.Lock()
+	defer l.sink.mu.Unlock()
 	var errs []error
-	for _, f := range l.files {
+	for _, f := range l.sink.files {
 		errs = append(errs, f.Close())
 	}
-	l.files = nil
+	l.sink.files = nil
 	return errors.Join(errs...)
 }
 
-// Log fills in e's time and identity and appends it to every file as one
-// line, written with a single write and fsynced. A nil Logger logs nothing.
-func (l *Logger) Log(e Event) error {
+// Log appends ev for session ("" for none) to every file as one line,
+// written with a single write and fsynced before it returns. The error
+// says the record may be missing; see the package comment for what the
+// caller does then. A nil Logger logs nothing.
+func (l *Logger) Log(session string, ev Event) error {
 	if l == nil {
 		return nil
 	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.files == nil {
-		return errors.New("audit log is closed")
-	}
-	e.Time = l.now().UTC()
-	e.User, e.UID, e.SudoUser, e.PID = l.user, l.uid, l.sudoUser, l.pid
-	line, err := json.Marshal(e)
+	payload, err := json.Marshal(ev)
 	if err != nil {
-		return fmt.Errorf("encoding audit event: %w", err)
+		return fmt.Errorf("encoding audit event %s: %w", ev.EventType(), err)
+	}
+	line, err := json.Marshal(Envelope{Time: l.now().UTC(), Type: ev.EventType(), Session: session, Actor: l.actor, Peer: l.peer, Event: payload})
+	if err != nil {
+		return fmt.Errorf("encoding audit event %s: %w", ev.EventType(), err)
 	}
 	line = append(line, '\n')
+	l.sink.mu.Lock()
+	defer l.sink.mu.Unlock()
+	if l.sink.files == nil {
+		return errors.New("audit log is closed")
+	}
 	var errs []error
-	for _, f := range l.files {
+	for _, f := range l.sink.files {
 		if _, err := f.Write(line); err != nil {
 			errs = append(errs, fmt.Errorf("writing audit log %s: %w", f.Name(), err))
 			continue
@@ -200,82 +173,9 @@ func (l *Logger) Log(e Event) error {
 	return errors.Join(errs...)
 }
 
-// SessionCreated records a new session and its capability.
-func (l *Logger) SessionCreated(session, repo, profile string, scope allowlist.Scope) error {
-	c := CapabilityOf(scope)
-	return l.Log(Event{Event: EventSessionCreated, Session: session, Repo: repo, Profile: profile, Capability: &c})
-}
-
-// Invocation records one invocation: its argv, the decision (Allowed or
-// Refused) and the rule that refused it, and for one that ran its exit
-// code, duration and limits hit (exitCode < 0 when it did not run).
-func (l *Logger) Invocation(session string, argv []string, decision, rule string, exitCode int, d time.Duration, limitsHit []string) error {
-	e := Event{Event: EventInvocation, Session: session, Argv: argv, Decision: decision, Rule: rule, LimitsHit: limitsHit}
-	if exitCode >= 0 {
-		ms := float64(d.Microseconds()) / 1000
-		e.ExitCode, e.DurationMS = &exitCode, &ms
-	}
-	return l.Log(e)
-}
-
-// Refusal records a decision against a request at stage ("invocation",
-// "changeset", "review", "apply", …); a *allowlist.Refusal gives its rule.
-func (l *Logger) Refusal(session, stage string, err error) error {
-	if err == nil {
-		return nil
-	}
-	e := Event{Event: EventRefusal, Session: session, Stage: stage, Error: err.Error()}
-	var r *allowlist.Refusal
-	if errors.As(err, &r) {
-		e.Rule = r.Rule
-	}
-	return l.Log(e)
-}
-
-// ChangeSet records a collected change set by its digest (see Digest).
-func (l *Logger) ChangeSet(session string, cs *mounts.ChangeSet) error {
-	if l == nil {
-		return nil
-	}
-	digest, err := Digest(cs)
-	if err != nil {
-		return err
-	}
-	n, v := 0, 0
-	if cs != nil {
-		n, v = len(cs.Changes), len(cs.Violations)
-	}
-	return l.Log(Event{Event: EventChangeSet, Session: session, ChangeSetSHA256: digest, Changes: &n, Violations: &v})
-}
-
-// Approval records one approved change, bound to its content hashes.
-func (l *Logger) Approval(session, path, kind, token, risk, beforeSHA256, afterSHA256 string) error {
-	return l.Log(Event{Event: EventApproval, Session: session, Path: path, Kind: kind, Token: token, Risk: risk, BeforeSHA256: beforeSHA256, AfterSHA256: afterSHA256})
-}
-
-// Apply records an apply to repo: a dry run, or the files written.
-func (l *Logger) Apply(session, repo string, dryRun bool, files []string) error {
-	return l.Log(Event{Event: EventApply, Session: session, Repo: repo, DryRun: &dryRun, Files: files})
-}
-
-// Digest returns the hex sha256 of cs's canonical JSON: the encoding/json
-// form of the set (paths, kinds, content digests, sizes, modes, violations;
-// the content itself is bound through its digests).
-func Digest(cs *mounts.ChangeSet) (string, error) {
-	if cs == nil {
-		cs = &mounts.ChangeSet{}
-	}
-	b, err := json.Marshal(cs)
-	if err != nil {
-		return "", fmt.Errorf("encoding change set: %w", err)
-	}
-	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:]), nil
-}
-
-// Read parses the audit log at path; a line that is not an event is an
-// error naming its number.
-func Read(path string) ([]Event, error) {
+// Read parses the audit log at path; a line that is not a record of a
+// known type is an error naming its number.
+func Read(path string) ([]Record, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
@@ -284,9 +184,10 @@ func Read(path string) ([]Event, error) {
 	return Decode(f)
 }
 
-// Decode parses audit events, one JSON object a line.
-func Decode(r io.Reader) ([]Event, error) {
-	var out []Event
+// Decode parses audit records, one JSON envelope a line, strictly: unknown
+// fields and unknown event types are errors.
+func Decode(r io.Reader) ([]Record, error) {
+	var out []Record
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), 16<<20)
 	for n := 1; sc.Scan(); n++ {
@@ -294,13 +195,32 @@ func Decode(r io.Reader) ([]Event, error) {
 		if len(line) == 0 {
 			continue
 		}
-		var e Event
-		dec := json.NewDecoder(bytes.NewReader(line))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&e); err != nil {
+		rec, err := decodeLine(line)
+		if err != nil {
 			return out, fmt.Errorf("audit log line %d: %w", n, err)
 		}
-		out = append(out, e)
+		out = append(out, rec)
 	}
 	return out, sc.Err()
+}
+
+func decodeLine(line []byte) (Record, error) {
+	var env Envelope
+	if err := strict(line, &env); err != nil {
+		return Record{}, err
+	}
+	ev, err := newEvent(env.Type)
+	if err != nil {
+		return Record{}, err
+	}
+	if err := strict(env.Event, ev); err != nil {
+		return Record{}, fmt.Errorf("%s event: %w", env.Type, err)
+	}
+	return Record{Time: env.Time, Type: env.Type, Session: env.Session, Actor: env.Actor, Peer: env.Peer, Event: ev}, nil
+}
+
+func strict(data []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	return dec.Decode(v)
 }

@@ -1,7 +1,6 @@
 package audit
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -10,8 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/corral-sandbox/corral/allowlist"
-	"github.com/corral-sandbox/corral/mounts"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -21,14 +18,22 @@ func TestLoggerEvents(t *testing.T) {
 	extra := filepath.Join(t.TempDir(), "copy.log")
 	l, err := Open(state, extra)
 	require.NoError(t, err)
-	require.NoError(t, l.SessionCreated("s1", "/repo", "docs", allowlist.Scope{Page: "openwiki/a.md"}))
-	require.NoError(t, l.Invocation("s1", []string{"grep", "-rn", "x"}, Allowed, "", 1, 1500*time.Microsecond, []string{"timeout"}))
-	require.NoError(t, l.Invocation("s1", []string{"sh", "-c", "id"}, Refused, "sh is never allowed", -1, 0, nil))
-	require.NoError(t, l.Refusal("s1", "invocation", &allowlist.Refusal{Kind: allowlist.KindCmd, Rule: "sh is never allowed"}))
-	cs := &mounts.ChangeSet{Changes: []mounts.Change{{Path: "openwiki/a.md", Kind: mounts.ChangeCreate, AfterSHA256: "ab"}}}
-	require.NoError(t, l.ChangeSet("s1", cs))
-	require.NoError(t, l.Approval("s1", "openwiki/a.md", "create", "0123456789abcdef", "medium", "", "ab"))
-	require.NoError(t, l.Apply("s1", "/repo", false, []string{"openwiki/a.md"}))
+	digest, err := DigestJSON(map[string]any{"changes": []string{"openwiki/a.md"}})
+	require.NoError(t, err)
+	events := []Event{
+		&SessionCreated{Repo: "/repo", Profile: "docs", Capability: Capability{Mode: "page", Page: "openwiki/a.md"}},
+		Ran([]string{"grep", "-rn", "x"}, 1, 1500*time.Microsecond, []string{"timeout"}),
+		&Invocation{Argv: []string{"sh", "-c", "id"}, Decision: Refused, Rule: "sh is never allowed"},
+		&Refusal{Stage: "invocation", Rule: "sh is never allowed", Error: "refused (CMD): sh is never allowed"},
+		&ChangeSet{SHA256: digest, Changes: 1},
+		&Approval{Path: "openwiki/a.md", Kind: "create", Token: "0123456789abcdef", Risk: "medium", AfterSHA256: "ab"},
+		&ApplyStarted{Repo: "/repo", TxID: "t1", Files: []string{"openwiki/a.md"}},
+		&Apply{Repo: "/repo", TxID: "t1", Files: []string{"openwiki/a.md"}},
+		&ApplyRecovered{Repo: "/repo", TxID: "t0", Outcome: "rolled-back"},
+	}
+	for _, ev := range events {
+		require.NoError(t, l.Log("s1", ev))
+	}
 	require.NoError(t, l.Close())
 	require.NoError(t, l.Close())
 
@@ -36,36 +41,43 @@ func TestLoggerEvents(t *testing.T) {
 		st, err := os.Stat(p)
 		require.NoError(t, err)
 		assert.Equal(t, os.FileMode(0o600), st.Mode().Perm())
-		evs, err := Read(p)
+		recs, err := Read(p)
 		require.NoError(t, err)
-		require.Len(t, evs, 7)
-		var kinds []string
-		for _, e := range evs {
-			kinds = append(kinds, e.Event)
-			assert.Equal(t, "s1", e.Session)
-			assert.NotEmpty(t, e.User)
-			assert.Equal(t, os.Getpid(), e.PID)
-			assert.False(t, e.Time.IsZero())
+		require.Len(t, recs, len(events))
+		for i, r := range recs {
+			assert.Equal(t, events[i].EventType(), r.Type)
+			assert.Equal(t, events[i], r.Event, "the typed event reads back as written")
+			assert.Equal(t, "s1", r.Session)
+			assert.NotEmpty(t, r.Actor.User)
+			assert.Equal(t, os.Getpid(), r.Actor.PID)
+			assert.Equal(t, Peer{UID: os.Getuid(), GID: os.Getgid(), PID: os.Getpid()}, r.Peer, "the CLI's peer is itself")
+			assert.False(t, r.Time.IsZero())
 		}
-		assert.Equal(t, []string{EventSessionCreated, EventInvocation, EventInvocation, EventRefusal, EventChangeSet, EventApproval, EventApply}, kinds)
-		assert.Equal(t, &Capability{Mode: "page", Page: "openwiki/a.md"}, evs[0].Capability)
-		require.NotNil(t, evs[1].ExitCode)
-		assert.Equal(t, 1, *evs[1].ExitCode)
-		assert.InDelta(t, 1.5, *evs[1].DurationMS, 0.001)
-		assert.Equal(t, []string{"timeout"}, evs[1].LimitsHit)
-		assert.Nil(t, evs[2].ExitCode, "a refused invocation did not run")
-		assert.Equal(t, Refused, evs[2].Decision)
-		assert.Equal(t, "sh is never allowed", evs[3].Rule)
-		d, _ := Digest(cs)
-		assert.Equal(t, d, evs[4].ChangeSetSHA256)
-		assert.Equal(t, 1, *evs[4].Changes)
-		assert.Equal(t, "0123456789abcdef", evs[5].Token)
-		assert.Equal(t, []string{"openwiki/a.md"}, evs[6].Files)
-		assert.False(t, *evs[6].DryRun)
+		inv := recs[1].Event.(*Invocation)
+		assert.Equal(t, 1, *inv.ExitCode)
+		assert.InDelta(t, 1.5, *inv.DurationMS, 0.001)
+		assert.Nil(t, recs[2].Event.(*Invocation).ExitCode, "a refused invocation did not run")
 	}
 	st, err := os.Stat(state)
 	require.NoError(t, err)
 	assert.Equal(t, os.FileMode(0o700), st.Mode().Perm())
+}
+
+// A daemon records its client as the peer; the files are shared.
+func TestLoggerWithPeer(t *testing.T) {
+	state := t.TempDir()
+	l, err := Open(state, "")
+	require.NoError(t, err)
+	peer := Peer{UID: 1234, GID: 5678, PID: 42}
+	require.NoError(t, l.WithPeer(peer).Log("s", &Refusal{Stage: "read", Error: "no"}))
+	require.NoError(t, l.Log("s", &Refusal{Stage: "read", Error: "no"}))
+	require.NoError(t, l.Close())
+	recs, err := Read(filepath.Join(state, FileName))
+	require.NoError(t, err)
+	require.Len(t, recs, 2)
+	assert.Equal(t, peer, recs[0].Peer)
+	assert.Equal(t, os.Getpid(), recs[1].Peer.PID)
+	assert.Nil(t, (*Logger)(nil).WithPeer(peer))
 }
 
 // Concurrent events never interleave within a line, from one Logger or
@@ -84,23 +96,21 @@ func TestLoggerConcurrent(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			argv := []string{"grep", strings.Repeat(fmt.Sprint(i), 5000)}
-			assert.NoError(t, loggers[i%3].Invocation(fmt.Sprint(i), argv, Allowed, "", 0, time.Millisecond, nil))
+			assert.NoError(t, loggers[i%3].Log(fmt.Sprint(i), Ran(argv, 0, time.Millisecond, nil)))
 		}()
 	}
 	wg.Wait()
 	for _, l := range loggers {
 		require.NoError(t, l.Close())
 	}
-	evs, err := Read(filepath.Join(state, FileName))
+	recs, err := Read(filepath.Join(state, FileName))
 	require.NoError(t, err)
-	assert.Len(t, evs, 30)
+	assert.Len(t, recs, 30)
 }
 
 func TestNilLogger(t *testing.T) {
 	var l *Logger
-	assert.NoError(t, l.Apply("s", "/r", true, nil))
-	assert.NoError(t, l.ChangeSet("s", nil))
-	assert.NoError(t, l.Refusal("s", "x", errors.New("no")))
+	assert.NoError(t, l.Log("s", &Apply{Repo: "/r", DryRun: true}))
 	assert.NoError(t, l.Close())
 }
 
@@ -113,17 +123,25 @@ func TestOpenRefusesSymlinkedLog(t *testing.T) {
 }
 
 func TestReadRejectsGarbage(t *testing.T) {
-	p := filepath.Join(t.TempDir(), "a.log")
-	require.NoError(t, os.WriteFile(p, []byte(`{"event":"apply","time":"2026-01-01T00:00:00Z","user":"u","uid":0,"pid":1}`+"\nnot json\n"), 0o600))
-	evs, err := Read(p)
-	require.Error(t, err)
-	assert.Contains(t, err.Error(), "line 2")
-	assert.Len(t, evs, 1)
+	good := `{"time":"2026-01-01T00:00:00Z","type":"apply","actor":{"user":"u","uid":0,"pid":1},"peer":{"uid":0,"gid":0,"pid":1},"event":{"repo":"/r","dry_run":true,"files":null}}`
+	for name, bad := range map[string]string{
+		"not json":      "not json",
+		"unknown type":  strings.Replace(good, `"type":"apply"`, `"type":"mystery"`, 1),
+		"unknown field": strings.Replace(good, `"dry_run":true`, `"dry_run":true,"extra":1`, 1),
+		"wrong type":    strings.Replace(good, `"type":"apply"`, `"type":"approval"`, 1),
+	} {
+		p := filepath.Join(t.TempDir(), "a.log")
+		require.NoError(t, os.WriteFile(p, []byte(good+"\n"+bad+"\n"), 0o600))
+		recs, err := Read(p)
+		require.Error(t, err, name)
+		assert.Contains(t, err.Error(), "line 2", name)
+		assert.Len(t, recs, 1, name)
+	}
 }
 
 func TestClosedLogger(t *testing.T) {
 	l, err := Open(t.TempDir(), "")
 	require.NoError(t, err)
 	require.NoError(t, l.Close())
-	assert.Error(t, l.Apply("s", "/r", true, nil))
+	assert.Error(t, l.Log("s", &Apply{Repo: "/r", DryRun: true}))
 }

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/corral-sandbox/corral/internal/testutil"
-	"github.com/corral-sandbox/corral/mounts"
+	"github.com/corral-sandbox/corral/mounts/changeset"
 	"github.com/corral-sandbox/corral/review"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -29,7 +29,7 @@ func TestApplyFromSession(t *testing.T) {
 	require.NoError(t, cs.Err())
 	require.Len(t, cs.Changes, 4)
 
-	patch, err := mounts.Patch(cs)
+	patch, err := changeset.Patch(cs)
 	require.NoError(t, err)
 	gitApplyCheck(t, repo, patch)
 	parsed, err := review.ParsePatch(repo, patch, s.Scope, s.View())
@@ -40,8 +40,8 @@ func TestApplyFromSession(t *testing.T) {
 	}
 
 	before := testutil.Snapshot(t, repo)
-	opts := review.Options{View: s.View()}
-	_, err = review.Apply(repo, cs, s.Scope, nil, review.Options{Write: true, View: s.View()})
+	opts := review.Options{View: s.View(), JournalDir: t.TempDir()}
+	_, err = review.Apply(repo, cs, s.Scope, nil, review.Options{Write: true, View: s.View(), JournalDir: t.TempDir()})
 	require.ErrorIs(t, err, review.ErrNoApproval)
 	require.Equal(t, before, testutil.Snapshot(t, repo))
 
@@ -80,8 +80,8 @@ func TestApplyRefusesRejectedSession(t *testing.T) {
 	require.NoError(t, err)
 	require.Error(t, cs.Err())
 	before := testutil.Snapshot(t, repo)
-	a := []review.Approval{{Path: "openwiki/pages/ok.md", Kind: mounts.ChangeCreate}}
-	_, err = review.Apply(repo, cs, s.Scope, a, review.Options{Write: true, View: s.View()})
+	a := []review.Approval{{Path: "openwiki/pages/ok.md", Kind: changeset.Create}}
+	_, err = review.Apply(repo, cs, s.Scope, a, review.Options{Write: true, View: s.View(), JournalDir: t.TempDir()})
 	var refused *review.RefusedError
 	require.ErrorAs(t, err, &refused)
 	assert.Equal(t, before, testutil.Snapshot(t, repo))
@@ -101,7 +101,7 @@ func TestApplyPageSession(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, items, 1)
 	assert.Equal(t, review.Low, items[0].Risk.Level)
-	_, err = review.Apply(repo, cs, s.Scope, []review.Approval{items[0].Approval()}, review.Options{Write: true, View: s.View()})
+	_, err = review.Apply(repo, cs, s.Scope, []review.Approval{items[0].Approval()}, review.Options{Write: true, View: s.View(), JournalDir: t.TempDir()})
 	require.NoError(t, err)
 	b, err := os.ReadFile(filepath.Join(repo, "openwiki/pages/a.md"))
 	require.NoError(t, err)

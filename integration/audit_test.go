@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"os"
 	"path/filepath"
 	"testing"
 
@@ -29,35 +30,40 @@ func TestAuditLog(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, cs.Changes, 1)
 
-	events, err := audit.Read(filepath.Join(testutil.StateDir(t), audit.FileName))
+	recs, err := audit.Read(filepath.Join(testutil.StateDir(t), audit.FileName))
 	require.NoError(t, err)
-	var mine []audit.Event
-	for _, e := range events {
-		if e.Session == s.ID {
-			mine = append(mine, e)
-		}
-	}
 	kinds := map[string]int{}
-	for _, e := range mine {
-		kinds[e.Event+"/"+e.Decision]++
-		require.NotContains(t, e.Error+e.Rule, secret)
-	}
-	require.Equal(t, 1, kinds[audit.EventSessionCreated+"/"])
-	require.Equal(t, 1, kinds[audit.EventInvocation+"/"+audit.Allowed], "%v", kinds)
-	require.Equal(t, 2, kinds[audit.EventInvocation+"/"+audit.Refused], "%v", kinds)
-	require.Equal(t, 2, kinds[audit.EventRefusal+"/"], "%v", kinds)
-	require.Equal(t, 1, kinds[audit.EventChangeSet+"/"], "%v", kinds)
-	for _, e := range mine {
-		switch {
-		case e.Event == audit.EventInvocation && e.Decision == audit.Allowed:
-			require.Equal(t, []string{"ls"}, e.Argv)
-			require.NotNil(t, e.ExitCode)
-			require.Equal(t, 0, *e.ExitCode)
-		case e.Event == audit.EventInvocation && e.Decision == audit.Refused && e.Argv[0] == "cat":
-			require.Equal(t, ".openwikiignore:1 hides secrets/", e.Rule)
-		case e.Event == audit.EventChangeSet:
-			require.Equal(t, 1, *e.Changes)
-			require.NotEmpty(t, e.ChangeSetSHA256)
+	for _, r := range recs {
+		if r.Session != s.ID {
+			continue
 		}
+		key := r.Type + "/"
+		switch e := r.Event.(type) {
+		case *audit.Invocation:
+			key += e.Decision
+			require.NotContains(t, e.Rule, secret)
+			switch {
+			case e.Decision == audit.Allowed:
+				require.Equal(t, []string{"ls"}, e.Argv)
+				require.NotNil(t, e.ExitCode)
+				require.Equal(t, 0, *e.ExitCode)
+			case e.Argv[0] == "cat":
+				require.Equal(t, ".openwikiignore:1 hides secrets/", e.Rule)
+			}
+		case *audit.Refusal:
+			require.NotContains(t, e.Error+e.Rule, secret)
+		case *audit.ChangeSet:
+			require.Equal(t, 1, e.Changes)
+			require.NotEmpty(t, e.SHA256)
+		case *audit.SessionCreated:
+			require.Equal(t, "dir", e.Capability.Mode)
+		}
+		require.Equal(t, os.Getpid(), r.Peer.PID, "the CLI records itself as the peer")
+		kinds[key]++
 	}
+	require.Equal(t, 1, kinds[audit.TypeSessionCreated+"/"])
+	require.Equal(t, 1, kinds[audit.TypeInvocation+"/"+audit.Allowed], "%v", kinds)
+	require.Equal(t, 2, kinds[audit.TypeInvocation+"/"+audit.Refused], "%v", kinds)
+	require.Equal(t, 2, kinds[audit.TypeRefusal+"/"], "%v", kinds)
+	require.Equal(t, 1, kinds[audit.TypeChangeSet+"/"], "%v", kinds)
 }

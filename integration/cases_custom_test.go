@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/corral-sandbox/corral/allowlist"
-	"github.com/corral-sandbox/corral/mounts"
+	"github.com/corral-sandbox/corral/mounts/changeset"
 	"github.com/corral-sandbox/corral/profiles"
 	"github.com/corral-sandbox/corral/sandbox"
 	"github.com/stretchr/testify/require"
@@ -118,7 +118,7 @@ func (h *harness) craftedLayer() {
 	// a block device.
 	require.NoError(t, unix.Mkfifo(filepath.Join(upper, "p"), 0o600))
 	require.NoError(t, unix.Mknod(filepath.Join(upper, "blk"), unix.S_IFBLK|0o600, int(unix.Mkdev(7, 0))))
-	cs, err := mounts.Collect(upper, base, sandbox.DefaultWriteDir, mounts.DefaultLimits())
+	cs, err := changeset.Collect(upper, base, sandbox.DefaultWriteDir, changeset.DefaultLimits())
 	require.NoError(t, err)
 	h.requireViolations(cs, map[string]string{
 		"openwiki/.git":    "hidden path (.git)",

@@ -32,6 +32,8 @@ import (
 	"github.com/corral-sandbox/corral/allowlist"
 	"github.com/corral-sandbox/corral/internal/testutil"
 	"github.com/corral-sandbox/corral/mounts"
+	"github.com/corral-sandbox/corral/mounts/changeset"
+	"github.com/corral-sandbox/corral/mounts/hidden"
 	"github.com/corral-sandbox/corral/profiles"
 	"github.com/corral-sandbox/corral/sandbox"
 	"github.com/moby/sys/mountinfo"
@@ -321,7 +323,7 @@ func newOracle(t *testing.T, repo string, forced []string) *oracle {
 				return os.Symlink(target, out)
 			case info.IsDir():
 				return os.Mkdir(out, 0o755)
-			case info.Name() == mounts.DefaultIgnoreFileName && dst == o.ignores:
+			case info.Name() == hidden.DefaultIgnoreFileName && dst == o.ignores:
 				data, err := os.ReadFile(p)
 				if err != nil {
 					return err
@@ -710,22 +712,22 @@ func (h *harness) requireAbsent(s *sandbox.Session, ps ...string) {
 
 // requireViolations: the change set is rejected, listing at least each
 // path in want with its reason (a substring).
-func (h *harness) requireViolations(cs *mounts.ChangeSet, want map[string]string) {
+func (h *harness) requireViolations(cs *changeset.Set, want map[string]string) {
 	t := h.t
 	t.Helper()
 	err := cs.Err()
 	require.Error(t, err, "the change set was not rejected")
-	var rej *mounts.RejectedError
+	var rej *changeset.RejectedError
 	require.True(t, errors.As(err, &rej))
 	require.True(t, errdefs.IsPermissionDenied(err))
 	for p, reason := range want {
-		found := slices.ContainsFunc(rej.Violations, func(v mounts.Violation) bool {
+		found := slices.ContainsFunc(rej.Violations, func(v changeset.Problem) bool {
 			return v.Path == p && strings.Contains(v.Reason, reason)
 		})
 		require.True(t, found, "no violation %s: %s in %v", p, reason, rej.Violations)
 		require.Contains(t, err.Error(), p)
 	}
-	_, perr := mounts.Patch(cs)
+	_, perr := changeset.Patch(cs)
 	require.Error(t, perr, "a rejected set rendered a patch")
 }
 
@@ -747,7 +749,7 @@ func requireMissing(t *testing.T, stderr, name string) {
 	require.Regexp(t, `(^|[\s'"])`+regexp.QuoteMeta(name)+`['"]?:.*No such file or directory`, stderr)
 }
 
-func summary(cs *mounts.ChangeSet) []string {
+func summary(cs *changeset.Set) []string {
 	var out []string
 	for _, c := range cs.Changes {
 		out = append(out, string(c.Kind)+" "+c.Path)

@@ -28,6 +28,7 @@ import (
 	"github.com/corral-sandbox/corral/allowlist"
 	"github.com/corral-sandbox/corral/internal/testutil"
 	"github.com/corral-sandbox/corral/mounts"
+	"github.com/corral-sandbox/corral/mounts/changeset"
 	"github.com/corral-sandbox/corral/review"
 	"github.com/corral-sandbox/corral/sandbox"
 	"github.com/stretchr/testify/require"
@@ -702,13 +703,13 @@ func (h *harness) changes(key string, want changesWant) {
 		h.requireViolations(cs, want.Rejected)
 	}
 	for _, p := range want.RejectedOrHighRisk {
-		rejected := slices.ContainsFunc(cs.Violations, func(v mounts.Violation) bool {
+		rejected := slices.ContainsFunc(cs.Violations, func(v changeset.Problem) bool {
 			return v.Path == p || strings.HasPrefix(p, v.Path+"/")
 		})
 		if rejected {
 			continue
 		}
-		i := slices.IndexFunc(cs.Changes, func(c mounts.Change) bool { return c.Path == p })
+		i := slices.IndexFunc(cs.Changes, func(c changeset.Change) bool { return c.Path == p })
 		require.GreaterOrEqual(t, i, 0, "%s is neither a change nor rejected", p)
 		risk := review.Classify(cs.Changes[i], s.Scope)
 		require.Equal(t, review.High, risk.Level, "%s: %v", p, risk.Reasons)
@@ -727,7 +728,7 @@ func (h *harness) changes(key string, want changesWant) {
 		require.NotContains(t, summary(cs), c)
 	}
 	if want.GitApply {
-		patch, err := mounts.Patch(cs)
+		patch, err := changeset.Patch(cs)
 		require.NoError(t, err)
 		gitApplyCheck(t, h.repo, patch)
 	}

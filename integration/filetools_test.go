@@ -279,6 +279,9 @@ func TestFileToolWriteEdit(t *testing.T) {
 		"openwiki/.git/config":     ".git",
 		"openwiki/.openwikiignore": "ignore files",
 		"openwiki/a/.gitignore":    "ignore files",
+		"openwiki/.claims./p.lock": "openwiki/.claims. is owned by corral",
+		"openwiki/．claims/p.lock":  "openwiki/．claims is owned by corral",
+		"openwiki/.ｇｉｔ/config":     "openwiki/.ｇｉｔ is owned by git",
 		"openwiki/x.pem":           ".openwikiignore:2 hides",
 		"docs/keys/new.txt":        "hides secrets/",
 	} {
@@ -305,9 +308,9 @@ func TestFileToolAgentSubtrees(t *testing.T) {
 	_, err := sandbox.NewPolicy(sandbox.SessionConfig{Repo: t.TempDir(), Profile: docsProfile(t), AgentID: "alice", Page: "openwiki/x.md"})
 	require.ErrorIs(t, err, errdefs.ErrInvalidArgument)
 	for _, id := range []string{"", "Alice", "../bob", "a/b", "-a", "a b", "a.b", strings.Repeat("a", 64), "é"} {
-		require.ErrorIs(t, sandbox.ValidAgentID(id), errdefs.ErrInvalidArgument, id)
+		require.ErrorIs(t, allowlist.ValidAgentID(id), errdefs.ErrInvalidArgument, id)
 	}
-	require.NoError(t, sandbox.ValidAgentID("agent_7-x"))
+	require.NoError(t, allowlist.ValidAgentID("agent_7-x"))
 
 	repo := ftRepo(t)
 	s := newSession(t, repo, func(c *sandbox.SessionConfig) { c.AgentID = "alice" })

@@ -11,6 +11,7 @@ import (
 
 	"github.com/corral-sandbox/corral/internal/testutil"
 	"github.com/corral-sandbox/corral/mounts"
+	"github.com/corral-sandbox/corral/mounts/changeset"
 	"github.com/corral-sandbox/corral/profiles"
 	"github.com/corral-sandbox/corral/sandbox"
 	"github.com/stretchr/testify/require"
@@ -138,4 +139,4 @@ func lines(s string) []string {
 	return strings.Split(s, "\n")
 }
 
-func patchOf(cs *mounts.ChangeSet) ([]byte, error) { return mounts.Patch(cs) }
+func patchOf(cs *changeset.Set) ([]byte, error) { return changeset.Patch(cs) }

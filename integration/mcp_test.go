@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/corral-sandbox/corral/internal/testutil"
-	"github.com/corral-sandbox/corral/mounts"
+	"github.com/corral-sandbox/corral/mounts/changeset"
 	"github.com/corral-sandbox/corral/sandbox"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/require"
@@ -245,7 +245,7 @@ func TestMCPTools(t *testing.T) {
 	patch := c.ok("diff", map[string]any{"format": "patch"}, "")
 	gitApplyCheck(t, repo, []byte(patch))
 	var dj struct {
-		Changes []mounts.Change `json:"changes"`
+		Changes []changeset.Change `json:"changes"`
 	}
 	require.NoError(t, json.Unmarshal([]byte(c.ok("diff", map[string]any{"format": "json"}, "")), &dj))
 	require.Len(t, dj.Changes, 1)
@@ -263,6 +263,10 @@ func TestMCPTools(t *testing.T) {
 	c.refused("write", map[string]any{"path": "README.md", "content": "x"}, "outside the write scope openwiki/", "")
 	c.refused("write", map[string]any{"path": "openwiki/.claims/x.lock", "content": "x"}, "owned by corral", "")
 	c.refused("write", map[string]any{"path": "openwiki/.openwikiignore", "content": "!*"}, "ignore files", "")
+	// Look-alike spellings of a reserved name are refused at the first
+	// write, so the session's change set stays appliable.
+	c.refused("write", map[string]any{"path": "openwiki/.claims./x", "content": "x"}, "openwiki/.claims. is owned by corral", "")
+	c.refused("write", map[string]any{"path": "openwiki/.claims /x", "content": "x"}, "openwiki/.claims  is owned by corral", "")
 	c.refused("edit", map[string]any{"path": "README.md", "old_text": "hello", "new_text": "x", "expected_sha256": sha("# demo\nhello\nworld\n")}, "outside the write scope", "")
 	c.refused("exec", map[string]any{"argv": []string{"sh", "-c", "cat secrets/key.txt"}}, "never allowed", "")
 	c.refused("exec", map[string]any{"argv": []string{"cat", ".git/config"}}, ".git", "")
@@ -430,7 +434,7 @@ Deploys run from CI; rotate the API key quarterly (see ` + "`docs/ops.md`" + `).
 	require.NoError(t, cs.Err())
 	require.Len(t, cs.Changes, 1)
 	require.Equal(t, "openwiki/pages/architecture.md", cs.Changes[0].Path)
-	require.Equal(t, mounts.ChangeModify, cs.Changes[0].Kind)
+	require.Equal(t, changeset.Modify, cs.Changes[0].Kind)
 	require.Equal(t, strings.Replace(content, "two Go packages", "two Go packages (api, billing)", 1), string(cs.Changes[0].After))
 	gitApplyCheck(t, repo, []byte(patch))
 	require.Equal(t, before, testutil.Snapshot(t, repo), "the repository is never written")
@@ -443,7 +447,7 @@ Deploys run from CI; rotate the API key quarterly (see ` + "`docs/ops.md`" + `).
 	}
 }
 
-func renderTranscript(log []mcpExchange, repo, id string, cs *mounts.ChangeSet) string {
+func renderTranscript(log []mcpExchange, repo, id string, cs *changeset.Set) string {
 	var b strings.Builder
 	b.WriteString(`# A documentation task through corral's MCP server
 

@@ -13,7 +13,7 @@ import (
 	"testing"
 
 	"github.com/corral-sandbox/corral/allowlist"
-	"github.com/corral-sandbox/corral/mounts"
+	"github.com/corral-sandbox/corral/mounts/changeset"
 	"github.com/stretchr/testify/require"
 )
 
@@ -101,6 +101,6 @@ func TestRedTeamWriteAreaSymlinkBypassesPolicy(t *testing.T) {
 		cs, err := s.Changes()
 		require.NoError(t, err)
 		require.Error(t, cs.Err())
-		require.Contains(t, cs.Violations, mounts.Violation{Path: "openwiki/s/mi", Reason: "symbolic link"})
+		require.Contains(t, cs.Violations, changeset.Problem{Path: "openwiki/s/mi", Reason: "symbolic link"})
 	}
 }

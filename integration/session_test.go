@@ -15,6 +15,7 @@ import (
 	"github.com/corral-sandbox/corral/allowlist"
 	"github.com/corral-sandbox/corral/internal/testutil"
 	"github.com/corral-sandbox/corral/mounts"
+	"github.com/corral-sandbox/corral/mounts/changeset"
 	"github.com/corral-sandbox/corral/profiles"
 	"github.com/corral-sandbox/corral/sandbox"
 	"github.com/moby/sys/mountinfo"
@@ -221,9 +222,9 @@ func TestSessionCLI(t *testing.T) {
 	stdout, stderr, code = corralCmd(t, "session", "exec", "--json", rec.ID, "--", "cat", "openwiki/agents/alice/readme.md")
 	require.Equal(t, 0, code, stderr)
 	var res struct {
-		Stdout  string          `json:"stdout"`
-		Session string          `json:"session"`
-		Changes []mounts.Change `json:"changes"`
+		Stdout  string             `json:"stdout"`
+		Session string             `json:"session"`
+		Changes []changeset.Change `json:"changes"`
 	}
 	require.NoError(t, json.Unmarshal([]byte(stdout), &res), stdout)
 	require.Equal(t, "# demo\nhello\nworld\n", res.Stdout)
@@ -254,7 +255,7 @@ func TestSessionCLI(t *testing.T) {
 	gitApplyCheck(t, repo, []byte(stdout))
 	stdout, _, code = corralCmd(t, "session", "diff", rec.ID, "--format", "json")
 	require.Equal(t, 0, code)
-	var cs mounts.ChangeSet
+	var cs changeset.Set
 	require.NoError(t, json.Unmarshal([]byte(stdout), &cs))
 	require.Len(t, cs.Changes, 1)
 	require.Equal(t, "openwiki/agents/alice/readme.md", cs.Changes[0].Path)

@@ -4,19 +4,27 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"sort"
+	"strconv"
 	"strings"
 
+	"github.com/containerd/containerd/v2/core/mount"
 	"github.com/containerd/errdefs"
+	"github.com/corral-sandbox/corral/internal/rootfs"
+	"github.com/corral-sandbox/corral/mounts/hidden"
 	"github.com/moby/sys/mountinfo"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"golang.org/x/sys/unix"
 )
 
-// ContainerRoot is where the repository view is mounted in the container.
+// ContainerRoot is where the repository view is mounted in the container,
+// and the working directory of every tool. It is defined here and nowhere
+// else.
 const ContainerRoot = "/workspace"
 
 // Plan is what the trusted launcher decided for one session's mounts.
@@ -38,20 +46,26 @@ type Plan struct {
 	UID, GID int
 }
 
-// Layout is the host side of one session, every path under Dir (0700):
+// Layout is the host side of one session, every path under Dir (0700).
+// Its mounts are one table (see table), from which Prepare, Open, Close
+// and Binds are all derived:
 //
+//	Dir        private self-bind: nothing mounted below propagates out
 //	Dir/repo   read-only bind of the repository (pinned by fd at start)
-//	Dir/wh     the whiteout layer: one 0:0 char device per hidden path,
-//	           and mount points (openwiki/, the page) the repo lacks
+//	Dir/wh     the whiteout layer (not a mount): one 0:0 char device per
+//	           hidden path, a mirror of every directory on the way, and
+//	           mount points (openwiki/, the page) the repository lacks
 //	Dir/view   overlay lowerdir=wh:repo, read-only: the repository view
-//	Dir/base   the write area's lower layer: a copy of the view's
-//	           WriteDir owned by UID:GID (so existing pages are editable)
+//	Dir/base   the write area's lower layer (not a mount): a copy of the
+//	           view's WriteDir owned by UID:GID, so existing pages are
+//	           editable
 //	Dir/area   size- and inode-limited tmpfs with upper/ and work/, or page
 //	Dir/write  overlay lowerdir=base,upperdir=area/upper: the write area
-//	Dir/ctl    argv files for corral-init, bound read-only at /.corral/ctl
+//	Dir/ctl    control files for corral-init (not a mount), bound
+//	           read-only into each container by package sandbox
 //
 // Mounts are made once per session and bound into each container; Close
-// unmounts them deepest first. A crash leaves them for Sweep to find.
+// unmounts them in reverse order. A crash leaves them for Sweep to find.
 type Layout struct {
 	Dir   string
 	Plan  Plan
@@ -65,133 +79,14 @@ type Layout struct {
 	Write string
 	// PageCopy is the session's copy of the assigned page (page mode).
 	PageCopy string
-	// Ctl holds the argv files handed to corral-init (bound read-only).
+	// Ctl holds the control files handed to corral-init.
 	Ctl string
 }
 
-// overlayOptions keep the overlay simple enough for the diff collector to
-// read: no redirects (a directory rename fails with EXDEV instead), no
-// metacopy, no index (Documentation/filesystems/overlayfs.rst).
-const overlayOptions = "redirect_dir=off,metacopy=off,index=off"
-
-// CheckStart refuses a repository layout the session must not start on
-// (cases PATH-06): the write directory, any of its ancestors, or the page
-// and its ancestors being a symlink or of the wrong type. The check uses
-// openat2 with RESOLVE_NO_SYMLINKS beneath the repository root. Errors wrap
-// errdefs.ErrFailedPrecondition.
-func CheckStart(plan Plan) error {
-	if plan.ReadOnly {
-		return nil
-	}
-	root, err := unix.Open(plan.Repo, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return fmt.Errorf("opening repository %s: %w", plan.Repo, err)
-	}
-	defer unix.Close(root)
-	check := func(rel string, wantDir bool) error {
-		fd, err := unix.Openat2(root, rel, &unix.OpenHow{
-			Flags:   unix.O_PATH | unix.O_CLOEXEC | unix.O_NOFOLLOW,
-			Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
-		})
-		if errors.Is(err, unix.ENOENT) {
-			return nil
-		}
-		if errors.Is(err, unix.ELOOP) || errors.Is(err, unix.EXDEV) {
-			return fmt.Errorf("%w: %s is or passes through a symlink; corral starts only when it is a real directory", errdefs.ErrFailedPrecondition, rel)
-		}
-		if err != nil {
-			return fmt.Errorf("checking %s: %w", rel, err)
-		}
-		defer unix.Close(fd)
-		var st unix.Stat_t
-		if err := unix.Fstat(fd, &st); err != nil {
-			return err
-		}
-		isDir := st.Mode&unix.S_IFMT == unix.S_IFDIR
-		isReg := st.Mode&unix.S_IFMT == unix.S_IFREG
-		kind := "a regular file"
-		if wantDir {
-			kind = "a directory"
-		}
-		if st.Mode&unix.S_IFMT == unix.S_IFLNK {
-			// openat2 returns the link itself for a last component opened
-			// O_PATH|O_NOFOLLOW; say what it is.
-			return fmt.Errorf("%w: %s is a symlink; corral starts only when it is %s", errdefs.ErrFailedPrecondition, rel, kind)
-		}
-		if (wantDir && !isDir) || (!wantDir && !isReg) {
-			return fmt.Errorf("%w: %s exists but is not %s", errdefs.ErrFailedPrecondition, rel, kind)
-		}
-		if !wantDir && st.Nlink > 1 {
-			return fmt.Errorf("%w: %s has %d hard links", errdefs.ErrFailedPrecondition, rel, st.Nlink)
-		}
-		return nil
-	}
-	parts := strings.Split(plan.WriteDir, "/")
-	for i := range parts {
-		if err := check(strings.Join(parts[:i+1], "/"), true); err != nil {
-			return err
-		}
-	}
-	if plan.Page != "" {
-		pp := strings.Split(plan.Page, "/")
-		for i := len(parts); i < len(pp); i++ {
-			if err := check(strings.Join(pp[:i+1], "/"), i < len(pp)-1); err != nil {
-				return err
-			}
-		}
-	}
-	return checkLinksInside(plan.Repo, plan.WriteDir)
-}
-
-// checkLinksInside refuses a write directory holding a symlink whose
-// target leaves the repository (absolute, or ".." past the root): inside
-// the container such a link would lead writes to wherever it points
-// (cases PATH-06). Links that stay inside the repository are kept; the
-// kernel and the collector handle them (PATH-05).
-func checkLinksInside(repo, writeDir string) error {
-	root := filepath.Join(repo, filepath.FromSlash(writeDir))
-	err := filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
-		if err != nil {
-			if p == root && errors.Is(err, os.ErrNotExist) {
-				return filepath.SkipAll
-			}
-			return err
-		}
-		if d.Type()&os.ModeSymlink == 0 {
-			return nil
-		}
-		target, err := os.Readlink(p)
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(repo, p)
-		resolved := path.Join(path.Dir(filepath.ToSlash(rel)), target)
-		if path.IsAbs(target) || resolved == ".." || strings.HasPrefix(resolved, "../") {
-			return fmt.Errorf("%w: %s is a symlink to %s, outside the repository; corral starts only when the write scope's links stay inside it",
-				errdefs.ErrFailedPrecondition, filepath.ToSlash(rel), target)
-		}
-		return nil
-	})
-	if errors.Is(err, errdefs.ErrFailedPrecondition) {
-		return err
-	}
-	if err != nil {
-		return fmt.Errorf("checking links under %s: %w", writeDir, err)
-	}
-	return nil
-}
-
-// Prepare builds the session's host side under dir, which must not exist
-// yet, from the hidden set computed at session start. On error everything
-// it made is undone.
-func Prepare(dir string, plan Plan, hidden *HiddenSet) (l *Layout, retErr error) {
-	if strings.ContainsAny(dir, ":,\n") {
-		return nil, fmt.Errorf("state directory %q: %w: it may not contain ':', ',' or newlines (overlay options)", dir, errdefs.ErrInvalidArgument)
-	}
-	if err := CheckStart(plan); err != nil {
-		return nil, err
-	}
-	l = &Layout{
+// layoutAt returns the paths of the layout under dir for plan: the one
+// place they are spelled.
+func layoutAt(dir string, plan Plan) *Layout {
+	l := &Layout{
 		Dir: dir, Plan: plan,
 		Repo: filepath.Join(dir, "repo"), WH: filepath.Join(dir, "wh"), View: filepath.Join(dir, "view"),
 		Base: filepath.Join(dir, "base"), Area: filepath.Join(dir, "area"), Write: filepath.Join(dir, "write"),
@@ -199,91 +94,333 @@ func Prepare(dir string, plan Plan, hidden *HiddenSet) (l *Layout, retErr error)
 	}
 	l.Upper = filepath.Join(l.Area, "upper")
 	l.Work = filepath.Join(l.Area, "work")
+	if plan.Page != "" && !plan.ReadOnly {
+		l.PageCopy = filepath.Join(l.Area, "page")
+	}
+	return l
+}
+
+// hostMount is one row of the layout's table: a mount in containerd's
+// own terms (Target is absolute here), what it is for messages, and what
+// Prepare does around it.
+type hostMount struct {
+	mount.Mount
+	what string
+	// private makes the mount MS_PRIVATE once made: nothing mounted below
+	// it propagates to the host's shared peer groups, nor from them in.
+	private bool
+	// pin opens Source O_PATH first and binds it through its descriptor,
+	// so that the bind holds the directory that was opened.
+	pin bool
+	// before makes what the mount needs in the plain directory fills
+	// (the whiteout layer, the base copy); after fills the mount (the
+	// page copy, upper/ and work/).
+	before, after func() error
+	fills         string
+	// dest, when set, is where the container sees the mount (or the file
+	// src below it), read-only unless rw.
+	dest, src string
+	rw        bool
+}
+
+// overlayOptions keep the overlay simple enough for the diff collector to
+// read: no redirects (a directory rename fails with EXDEV instead), no
+// metacopy, no index (Documentation/filesystems/overlayfs.rst).
+var overlayOptions = []string{"redirect_dir=off", "metacopy=off", "index=off"}
+
+// table is the layout's mounts in the order they are made. Nothing else
+// spells them.
+func (l *Layout) table(hs *hidden.Set) []hostMount {
+	sec := []string{"nosuid", "nodev", "noexec"}
+	opts := func(o ...string) []string { return append(slices.Clone(sec), o...) }
+	t := []hostMount{
+		{Mount: mount.Mount{Type: "bind", Source: l.Dir, Target: l.Dir, Options: []string{"bind"}}, what: "the session directory", private: true},
+		// Not recursive: overlayfs does not cross mounts inside a lower
+		// layer, so mounts below the repository are not part of the view
+		// either way.
+		{Mount: mount.Mount{Type: "bind", Source: l.Plan.Repo, Target: l.Repo, Options: opts("bind", "ro")}, what: "the repository bind", private: true, pin: true},
+		{Mount: mount.Mount{Type: "overlay", Source: "overlay", Target: l.View, Options: append(opts("ro", "lowerdir="+l.WH+":"+l.Repo), overlayOptions...)},
+			what: "the repository view", before: func() error { return l.buildWhiteouts(hs) }, fills: l.WH, dest: ContainerRoot},
+	}
+	if l.Plan.ReadOnly {
+		return t
+	}
+	area := hostMount{Mount: mount.Mount{Type: "tmpfs", Source: "tmpfs", Target: l.Area,
+		Options: opts("size="+strconv.FormatInt(l.Plan.AreaBytes, 10), "nr_inodes="+strconv.FormatInt(l.Plan.AreaInodes, 10), "mode=0700")},
+		what: "the write area's tmpfs"}
+	if l.Plan.Page != "" {
+		area.after = l.copyPage
+		area.dest, area.src, area.rw = path.Join(ContainerRoot, l.Plan.Page), l.PageCopy, true
+		return append(t, area)
+	}
+	area.after = l.makeUpper
+	return append(t, area,
+		hostMount{Mount: mount.Mount{Type: "overlay", Source: "overlay", Target: l.Write,
+			Options: append(opts("lowerdir="+l.Base, "upperdir="+l.Upper, "workdir="+l.Work), overlayOptions...)},
+			what: "the write area", before: l.copyBase, fills: l.Base, dest: path.Join(ContainerRoot, l.Plan.WriteDir), rw: true})
+}
+
+// Binds returns the container's mounts of this layout, in order: the view
+// at ContainerRoot (read-only), then the write area at
+// ContainerRoot/<WriteDir> or the page copy at ContainerRoot/<Page>. All
+// are nosuid, nodev, noexec. The view and the write area are separate
+// host mounts, side by side, so the read-only flag of the view's bind
+// covers exactly the view.
+func (l *Layout) Binds() []specs.Mount {
+	var out []specs.Mount
+	for _, m := range l.table(nil) {
+		if m.dest == "" {
+			continue
+		}
+		mode, src := "ro", m.Target
+		if m.rw {
+			mode = "rw"
+		}
+		if m.src != "" {
+			src = m.src
+		}
+		out = append(out, specs.Mount{Destination: m.dest, Type: "bind", Source: src,
+			Options: []string{"rbind", mode, "nosuid", "nodev", "noexec", "rprivate"}})
+	}
+	return out
+}
+
+// Prepare builds the session's host side under dir, which must not exist
+// yet, from the hidden set computed at session start: the directories,
+// then each mount of the table in order with what it needs made before
+// and filled after. Every step pushes its undo; on any error the undo
+// stack runs in reverse (unmount before remove, and a directory is only
+// removed once nothing is mounted under it), so a failed Prepare leaves
+// nothing behind. Errors: errdefs.ErrInvalidArgument for a dir or plan
+// that cannot work (see CheckPaths), errdefs.ErrFailedPrecondition from
+// CheckStart, else the failing step's error naming it.
+func Prepare(dir string, plan Plan, hs *hidden.Set) (*Layout, error) {
+	return prepare(dir, plan, hs, nil)
+}
+
+// prepare is Prepare with a hook that tests use to fail any step: fail is
+// called with each step's name before the step runs, and with the name
+// and " (done)" after it ran.
+func prepare(dir string, plan Plan, hs *hidden.Set, fail func(step string) error) (_ *Layout, retErr error) {
+	if strings.ContainsAny(dir, ":,\n") {
+		return nil, fmt.Errorf("state directory %q: %w: it may not contain ':', ',' or newlines (overlay options)", dir, errdefs.ErrInvalidArgument)
+	}
+	if err := CheckPaths(plan.Repo, dir); err != nil {
+		return nil, err
+	}
+	if err := CheckStart(plan); err != nil {
+		return nil, err
+	}
+	l := layoutAt(dir, plan)
+	var undo cleanup
+	defer func() {
+		if retErr != nil {
+			if err := undo.run(); err != nil {
+				retErr = fmt.Errorf("%w (and undoing: %v)", retErr, err)
+			}
+		}
+	}()
+	// step runs one step, its undo pushed first: a step that fails half
+	// way is undone as well as one that is done.
+	step := func(name string, do func() error, undoIt func() error) error {
+		if undoIt != nil {
+			undo.push(undoIt)
+		}
+		for _, stage := range []string{name, name + " (done)"} {
+			if fail != nil {
+				if err := fail(stage); err != nil {
+					return fmt.Errorf("%s: %w", name, err)
+				}
+			}
+			if stage == name {
+				if err := do(); err != nil {
+					return fmt.Errorf("%s: %w", name, err)
+				}
+			}
+		}
+		return nil
+	}
 	if err := os.MkdirAll(filepath.Dir(dir), 0o700); err != nil {
 		return nil, err
 	}
-	if err := os.Mkdir(dir, 0o700); err != nil {
-		return nil, fmt.Errorf("creating session directory: %w", err)
-	}
-	defer func() {
-		if retErr != nil {
-			_ = l.Close()
+	mkdir := func(p string, mode os.FileMode) error {
+		name := "creating the session directory"
+		if p != dir {
+			name = "creating " + filepath.Base(p) + "/"
 		}
-	}()
-	// A private self-bind: nothing mounted below propagates to the host's
-	// shared peer groups, nor from them into it.
-	if err := unix.Mount(dir, dir, "", unix.MS_BIND, ""); err != nil {
-		return nil, fmt.Errorf("binding session directory: %w", err)
+		return step(name, func() error { return os.Mkdir(p, mode) }, func() error { return removeEmpty(p) })
 	}
-	if err := unix.Mount("", dir, "", unix.MS_PRIVATE, ""); err != nil {
-		return nil, fmt.Errorf("making session directory private: %w", err)
+	if err := mkdir(dir, 0o700); err != nil {
+		return nil, err
 	}
-	for _, d := range []string{l.Repo, l.WH, l.View, l.Base, l.Area, l.Write} {
-		if err := os.Mkdir(d, 0o700); err != nil {
+	table := l.table(hs)
+	for i, m := range table {
+		if i == 0 {
+			// The self-bind comes first: the directories below are made
+			// inside it.
+			if err := l.mount(m, step); err != nil {
+				return nil, err
+			}
+			for _, d := range []string{l.Repo, l.WH, l.View, l.Base, l.Area, l.Write} {
+				if err := mkdir(d, 0o700); err != nil {
+					return nil, err
+				}
+			}
+			if err := mkdir(l.Ctl, 0o755); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		if err := l.mount(m, step); err != nil {
 			return nil, err
 		}
-	}
-	if err := os.Mkdir(l.Ctl, 0o755); err != nil {
-		return nil, err
-	}
-	if err := bindRepo(plan.Repo, l.Repo); err != nil {
-		return nil, err
-	}
-	if err := buildWhiteouts(l, hidden); err != nil {
-		return nil, fmt.Errorf("building the whiteout layer: %w", err)
-	}
-	if err := unix.Mount("overlay", l.View, "overlay", unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC,
-		"lowerdir="+l.WH+":"+l.Repo+","+overlayOptions); err != nil {
-		return nil, fmt.Errorf("mounting the repository view: %w", err)
-	}
-	if plan.ReadOnly {
-		return l, nil
-	}
-	if err := unix.Mount("tmpfs", l.Area, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC,
-		fmt.Sprintf("size=%d,nr_inodes=%d,mode=0700", plan.AreaBytes, plan.AreaInodes)); err != nil {
-		return nil, fmt.Errorf("mounting the write area tmpfs: %w", err)
-	}
-	if plan.Page != "" {
-		return l, preparePage(l)
-	}
-	if err := copyTree(filepath.Join(l.View, filepath.FromSlash(plan.WriteDir)), l.Base, plan.UID, plan.GID); err != nil {
-		return nil, fmt.Errorf("copying %s into the write area's lower layer: %w", plan.WriteDir, err)
-	}
-	for _, d := range []string{l.Upper, l.Work} {
-		if err := os.Mkdir(d, 0o755); err != nil {
-			return nil, err
-		}
-	}
-	// The merged root takes the upperdir's owner.
-	if err := os.Chown(l.Upper, plan.UID, plan.GID); err != nil {
-		return nil, err
-	}
-	if err := unix.Mount("overlay", l.Write, "overlay", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC,
-		"lowerdir="+l.Base+",upperdir="+l.Upper+",workdir="+l.Work+","+overlayOptions); err != nil {
-		return nil, fmt.Errorf("mounting the write area: %w", err)
 	}
 	return l, nil
 }
 
-// bindRepo binds the repository read-only at dst, through an O_PATH fd so
-// the bind pins the directory that was opened.
-func bindRepo(repo, dst string) error {
-	fd, err := unix.Open(repo, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+// mount runs one row of the table through step: before, the mount (with
+// its undo), private propagation, after.
+func (l *Layout) mount(m hostMount, step func(string, func() error, func() error) error) error {
+	if m.before != nil {
+		if err := step("preparing "+m.what, m.before, func() error { return clearTree(m.fills, l.Dir) }); err != nil {
+			return err
+		}
+	}
+	do := func() error {
+		mm := m.Mount
+		mm.Target = ""
+		if m.pin {
+			d, err := rootfs.OpenRoot(m.Source)
+			if err != nil {
+				return err
+			}
+			defer d.Close()
+			mm.Source = fmt.Sprintf("/proc/self/fd/%d", d.Fd())
+		}
+		if err := mm.Mount(m.Target); err != nil {
+			return err
+		}
+		if m.private {
+			if err := unix.Mount("", m.Target, "", unix.MS_PRIVATE, ""); err != nil {
+				_ = mount.UnmountAll(m.Target, unix.MNT_DETACH)
+				return fmt.Errorf("making %s private: %w", m.Target, err)
+			}
+		}
+		return nil
+	}
+	if err := step("mounting "+m.what, do, func() error { return unmount(m.Target) }); err != nil {
+		return err
+	}
+	if m.after != nil {
+		return step("filling "+m.what, m.after, nil)
+	}
+	return nil
+}
+
+// cleanup is a stack of undo functions (in the manner of gVisor's
+// pkg/cleanup): run calls them last first, all of them, and joins their
+// errors.
+type cleanup []func() error
+
+func (c *cleanup) push(f func() error) { *c = append(*c, f) }
+
+func (c *cleanup) run() error {
+	var errs []error
+	for i := len(*c) - 1; i >= 0; i-- {
+		if err := (*c)[i](); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	*c = nil
+	return errors.Join(errs...)
+}
+
+// removeEmpty removes the directory p, which the undo stack has emptied
+// (os.Remove, never RemoveAll: a failed unmount can never wipe mounted
+// data). A missing p is fine.
+func removeEmpty(p string) error {
+	if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	return nil
+}
+
+// clearTree empties the plain directory p of the layout under dir (the
+// whiteout layer, the base copy) after checking with mountinfo that
+// nothing is mounted at or under it.
+func clearTree(p, dir string) error {
+	if ms, err := mountinfo.GetMounts(mountinfo.PrefixFilter(p)); err != nil || len(ms) > 0 {
+		return fmt.Errorf("not clearing %s: %w: something is mounted under it", p, errdefs.ErrFailedPrecondition)
+	}
+	if !within(p, dir) || p == dir {
+		return fmt.Errorf("not clearing %s: outside %s", p, dir)
+	}
+	entries, err := os.ReadDir(p)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
 	if err != nil {
-		return fmt.Errorf("opening repository %s: %w", repo, err)
+		return err
 	}
-	defer unix.Close(fd)
-	src := fmt.Sprintf("/proc/self/fd/%d", fd)
-	// Not recursive: overlayfs does not cross mounts inside a lower layer,
-	// so mounts below the repository are not part of the view either way.
-	if err := unix.Mount(src, dst, "", unix.MS_BIND, ""); err != nil {
-		return fmt.Errorf("binding repository: %w", err)
+	var errs []error
+	for _, e := range entries {
+		errs = append(errs, os.RemoveAll(filepath.Join(p, e.Name())))
 	}
-	if err := unix.Mount("", dst, "", unix.MS_PRIVATE, ""); err != nil {
-		return fmt.Errorf("binding repository: %w", err)
+	return errors.Join(errs...)
+}
+
+// unmount unmounts every mount stacked at target; what is not mounted is
+// fine. MNT_DETACH is the fallback.
+func unmount(target string) error {
+	if err := mount.UnmountAll(target, 0); err != nil {
+		if err := mount.UnmountAll(target, unix.MNT_DETACH); err != nil {
+			return fmt.Errorf("unmounting %s: %w", target, err)
+		}
 	}
-	if err := unix.Mount("", dst, "", unix.MS_BIND|unix.MS_REMOUNT|unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
-		return fmt.Errorf("making repository bind read-only: %w", err)
+	return nil
+}
+
+// buildWhiteouts fills the whiteout layer: every directory of the
+// repository on the way to a hidden path is mirrored (mode, owner,
+// times), each hidden path becomes a 0:0 character device, and the mount
+// points the repository lacks (the write directory, the page) are made.
+// The repository is read through its bind under rootfs.NoSymlinks.
+func (l *Layout) buildWhiteouts(hs *hidden.Set) error {
+	repo, err := rootfs.OpenRoot(l.Repo)
+	if err != nil {
+		return err
+	}
+	defer repo.Close()
+	if err := l.mirrorDir(repo, "."); err != nil {
+		return err
+	}
+	for _, p := range hs.Paths() {
+		if err := l.mirrorDir(repo, path.Dir(p)); err != nil {
+			return err
+		}
+		dst := filepath.Join(l.WH, filepath.FromSlash(p))
+		if err := unix.Mknod(dst, unix.S_IFCHR|0o000, 0); err != nil {
+			return fmt.Errorf("whiteout %s: %w", p, err)
+		}
+	}
+	if l.Plan.ReadOnly {
+		return nil
+	}
+	// Mount points the repository may lack.
+	if err := l.mirrorDir(repo, l.Plan.WriteDir); err != nil {
+		return err
+	}
+	if l.Plan.Page != "" {
+		if err := l.mirrorDir(repo, path.Dir(l.Plan.Page)); err != nil {
+			return err
+		}
+		if _, err := repo.Lstat(l.Plan.Page, rootfs.NoSymlinks); errors.Is(err, unix.ENOENT) {
+			f, err := os.OpenFile(filepath.Join(l.WH, filepath.FromSlash(l.Plan.Page)), os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+			if err != nil {
+				return err
+			}
+			return f.Close()
+		}
 	}
 	return nil
 }
@@ -292,30 +429,24 @@ func bindRepo(repo, dst string) error {
 // owner and times of the same directory in the repository (the merged
 // directory takes its attributes from the uppermost layer that has it), or
 // 0755 root when the repository lacks it.
-func mirrorDir(l *Layout, rel string) error {
-	if rel == "." {
-		return mirrorAttrs(l.Repo, l.WH)
-	}
-	parent := path.Dir(rel)
-	if err := mirrorDir(l, parent); err != nil {
-		return err
-	}
+func (l *Layout) mirrorDir(repo *rootfs.Dir, rel string) error {
 	dst := filepath.Join(l.WH, filepath.FromSlash(rel))
-	if _, err := os.Lstat(dst); err == nil {
-		return nil
-	}
-	if err := os.Mkdir(dst, 0o755); err != nil {
-		return err
-	}
-	return mirrorAttrs(filepath.Join(l.Repo, filepath.FromSlash(rel)), dst)
-}
-
-func mirrorAttrs(src, dst string) error {
-	var st unix.Stat_t
-	if err := unix.Lstat(src, &st); err != nil {
-		if errors.Is(err, unix.ENOENT) {
+	if rel != "." {
+		if err := l.mirrorDir(repo, path.Dir(rel)); err != nil {
+			return err
+		}
+		if _, err := os.Lstat(dst); err == nil {
 			return nil
 		}
+		if err := os.Mkdir(dst, 0o755); err != nil {
+			return err
+		}
+	}
+	st, err := repo.Lstat(rel, rootfs.NoSymlinks)
+	if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) || errors.Is(err, unix.ELOOP) {
+		return nil
+	}
+	if err != nil {
 		return err
 	}
 	if st.Mode&unix.S_IFMT != unix.S_IFDIR {
@@ -330,107 +461,89 @@ func mirrorAttrs(src, dst string) error {
 	return unix.UtimesNanoAt(unix.AT_FDCWD, dst, []unix.Timespec{st.Atim, st.Mtim}, unix.AT_SYMLINK_NOFOLLOW)
 }
 
-func buildWhiteouts(l *Layout, hidden *HiddenSet) error {
-	if err := mirrorDir(l, "."); err != nil {
+// copyPage copies the assigned page from the view (under
+// rootfs.NoSymlinks: the page and every parent must be real) into the
+// write area, owned by UID:GID.
+func (l *Layout) copyPage() error {
+	view, err := rootfs.OpenRoot(l.View)
+	if err != nil {
 		return err
 	}
-	for _, p := range hidden.Paths() {
-		if err := mirrorDir(l, path.Dir(p)); err != nil {
-			return err
-		}
-		dst := filepath.Join(l.WH, filepath.FromSlash(p))
-		if err := unix.Mknod(dst, unix.S_IFCHR|0o000, 0); err != nil {
-			return fmt.Errorf("whiteout %s: %w", p, err)
-		}
+	defer view.Close()
+	src, _, err := view.OpenFile(l.Plan.Page, rootfs.NoSymlinks)
+	if errors.Is(err, rootfs.ErrNotRegular) {
+		return fmt.Errorf("%w: the page %s is not a regular file", errdefs.ErrFailedPrecondition, l.Plan.Page)
 	}
-	if l.Plan.ReadOnly {
-		return nil
+	if err != nil {
+		return fmt.Errorf("reading the page %s: %w", l.Plan.Page, err)
 	}
-	// Mount points the repository may lack.
-	if err := mirrorDir(l, l.Plan.WriteDir); err != nil {
-		return err
-	}
-	if l.Plan.Page != "" {
-		if err := mirrorDir(l, path.Dir(l.Plan.Page)); err != nil {
-			return err
-		}
-		if _, err := os.Lstat(filepath.Join(l.Repo, filepath.FromSlash(l.Plan.Page))); errors.Is(err, os.ErrNotExist) {
-			f, err := os.OpenFile(filepath.Join(l.WH, filepath.FromSlash(l.Plan.Page)), os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
-			if err != nil {
-				return err
-			}
-			return f.Close()
-		}
-	}
-	return nil
-}
-
-func preparePage(l *Layout) error {
-	l.PageCopy = filepath.Join(l.Area, "page")
+	defer src.Close()
 	dst, err := os.OpenFile(l.PageCopy, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
 	if err != nil {
 		return err
 	}
 	defer dst.Close()
-	// The page and every parent must be real: no symlink is followed
-	// (openat2 RESOLVE_NO_SYMLINKS beneath the view's root).
-	root, err := unix.Open(l.View, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return err
-	}
-	defer unix.Close(root)
-	fd, err := unix.Openat2(root, l.Plan.Page, &unix.OpenHow{
-		Flags:   unix.O_RDONLY | unix.O_CLOEXEC | unix.O_NOFOLLOW | unix.O_NONBLOCK,
-		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
-	})
-	if err != nil {
-		return fmt.Errorf("reading the page %s: %w", l.Plan.Page, err)
-	}
-	src := os.NewFile(uintptr(fd), l.Plan.Page)
-	defer src.Close()
-	if st, err := src.Stat(); err != nil || !st.Mode().IsRegular() {
-		return fmt.Errorf("%w: the page %s is not a regular file", errdefs.ErrFailedPrecondition, l.Plan.Page)
-	}
 	if _, err := io.Copy(dst, src); err != nil {
 		return fmt.Errorf("copying the page: %w", err)
 	}
 	return dst.Chown(l.Plan.UID, l.Plan.GID)
 }
 
-// copyTree copies directories, regular files and symlinks from src (a
-// path in the view, where hidden paths are already absent) to dst, owned
-// by uid:gid. Other file types are skipped. A missing src yields an empty
-// dst.
-func copyTree(src, dst string, uid, gid int) error {
-	if err := os.Chown(dst, uid, gid); err != nil {
+// makeUpper makes the write area's upper and work directories; the merged
+// root takes the upperdir's owner.
+func (l *Layout) makeUpper() error {
+	for _, d := range []string{l.Upper, l.Work} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			return err
+		}
+	}
+	return os.Chown(l.Upper, l.Plan.UID, l.Plan.GID)
+}
+
+// copyBase copies directories, regular files and symlinks from the view's
+// WriteDir (where hidden paths are already absent; rootfs.Walk, never
+// through a link) to the base, owned by UID:GID. Other file types are
+// skipped. A missing WriteDir gives an empty base.
+func (l *Layout) copyBase() error {
+	uid, gid := l.Plan.UID, l.Plan.GID
+	if err := os.Chown(l.Base, uid, gid); err != nil {
 		return err
 	}
-	if err := os.Chmod(dst, 0o755); err != nil {
+	if err := os.Chmod(l.Base, 0o755); err != nil {
 		return err
 	}
-	return filepath.Walk(src, func(p string, info os.FileInfo, err error) error {
+	view, err := rootfs.OpenRoot(l.View)
+	if err != nil {
+		return err
+	}
+	defer view.Close()
+	src, err := view.OpenDir(l.Plan.WriteDir, rootfs.NoSymlinks)
+	if errors.Is(err, unix.ENOENT) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer src.Close()
+	start := src.Rel()
+	return rootfs.Walk(src, rootfs.Visitor{Entry: func(d *rootfs.Dir, e fs.DirEntry) error {
+		rel := strings.TrimPrefix(d.Join(e.Name()), start+"/")
+		out := filepath.Join(l.Base, filepath.FromSlash(rel))
+		st, err := d.Lstat(e.Name(), rootfs.NoSymlinks)
 		if err != nil {
-			if p == src && errors.Is(err, os.ErrNotExist) {
-				return nil
-			}
 			return err
 		}
-		rel, err := filepath.Rel(src, p)
-		if err != nil || rel == "." {
-			return err
-		}
-		out := filepath.Join(dst, rel)
-		switch m := info.Mode(); {
-		case m.IsDir():
-			if err := os.Mkdir(out, m.Perm()); err != nil {
+		switch st.Mode & unix.S_IFMT {
+		case unix.S_IFDIR:
+			if err := os.Mkdir(out, os.FileMode(st.Mode&0o777)); err != nil {
 				return err
 			}
-		case m.IsRegular():
-			if err := copyFile(p, out, m.Perm()&0o666); err != nil {
+		case unix.S_IFREG:
+			if err := copyRegular(d, e.Name(), &st, out); err != nil {
 				return err
 			}
-		case m&os.ModeSymlink != 0:
-			target, err := os.Readlink(p)
+		case unix.S_IFLNK:
+			target, err := d.Readlink(e.Name())
 			if err != nil {
 				return err
 			}
@@ -441,16 +554,18 @@ func copyTree(src, dst string, uid, gid int) error {
 			return nil
 		}
 		return os.Lchown(out, uid, gid)
-	})
+	}})
 }
 
-func copyFile(src, dst string, mode os.FileMode) error {
-	in, err := os.OpenFile(src, os.O_RDONLY|unix.O_NOFOLLOW, 0)
+// copyRegular copies the regular file name of d (examined as st) to dst,
+// with its permission bits less the executable ones.
+func copyRegular(d *rootfs.Dir, name string, st *unix.Stat_t, dst string) error {
+	in, _, err := d.OpenRegular(name, st)
 	if err != nil {
 		return err
 	}
 	defer in.Close()
-	out, err := os.OpenFile(dst, os.O_CREATE|os.O_EXCL|os.O_WRONLY, mode)
+	out, err := os.OpenFile(dst, os.O_CREATE|os.O_EXCL|os.O_WRONLY, os.FileMode(st.Mode&0o666))
 	if err != nil {
 		return err
 	}
@@ -461,25 +576,60 @@ func copyFile(src, dst string, mode os.FileMode) error {
 	return out.Close()
 }
 
-// Mounts returns the container's mounts for this layout, in order: the
-// view at /workspace (read-only), then the write area at
-// /workspace/<WriteDir> or the page copy at /workspace/<Page>. All are
-// nosuid, nodev, noexec. The view and the write area are separate host
-// mounts, side by side, so the read-only flag of the view's bind covers
-// exactly the view.
-func (l *Layout) Mounts() []specs.Mount {
-	opts := func(mode string) []string {
-		return []string{"rbind", mode, "nosuid", "nodev", "noexec", "rprivate"}
+// Open re-attaches to the layout that Prepare built under dir for plan
+// and that is still mounted (host mounts belong to no process: they stay
+// between a session's invocations, across corral processes). It checks
+// every row of the table with mountinfo: present, of its type (binds
+// excepted: mountinfo names the underlying file system), read-only where
+// the row is, and, for an overlay, with the row's layers.
+//
+// It returns ErrNotMounted when none of them is present, and an error
+// wrapping errdefs.ErrFailedPrecondition, naming what is missing or
+// wrong, when only some are: such a layout is neither used nor repaired.
+func Open(dir string, plan Plan) (*Layout, error) {
+	l := layoutAt(dir, plan)
+	ms, err := mountinfo.GetMounts(mountinfo.PrefixFilter(dir))
+	if err != nil {
+		return nil, fmt.Errorf("reading mountinfo: %w", err)
 	}
-	ms := []specs.Mount{{Destination: ContainerRoot, Type: "bind", Source: l.View, Options: opts("ro")}}
+	if len(ms) == 0 {
+		return nil, ErrNotMounted
+	}
+	// The topmost mount at each mount point is the last one listed.
+	top := map[string]*mountinfo.Info{}
+	for _, m := range ms {
+		top[m.Mountpoint] = m
+	}
+	var problems []string
+	for _, row := range l.table(nil) {
+		if p := row.check(top[row.Target]); p != "" {
+			problems = append(problems, p)
+		}
+	}
+	if len(problems) > 0 {
+		return nil, fmt.Errorf("re-attaching to %s: %w: %s", dir, errdefs.ErrFailedPrecondition, strings.Join(problems, "; "))
+	}
+	return l, nil
+}
+
+// check returns what is wrong with the mountinfo entry m for the row, or "".
+func (row hostMount) check(m *mountinfo.Info) string {
 	switch {
-	case l.Plan.ReadOnly:
-	case l.Plan.Page != "":
-		ms = append(ms, specs.Mount{Destination: path.Join(ContainerRoot, l.Plan.Page), Type: "bind", Source: l.PageCopy, Options: opts("rw")})
-	default:
-		ms = append(ms, specs.Mount{Destination: path.Join(ContainerRoot, l.Plan.WriteDir), Type: "bind", Source: l.Write, Options: opts("rw")})
+	case m == nil:
+		return fmt.Sprintf("%s (%s) is not mounted", row.what, row.Target)
+	case row.Type != "bind" && m.FSType != row.Type:
+		return fmt.Sprintf("%s (%s) is %s, want %s", row.what, row.Target, m.FSType, row.Type)
+	case row.ReadOnly() && !slices.Contains(strings.Split(m.Options, ","), "ro"):
+		return fmt.Sprintf("%s (%s) is not read-only", row.what, row.Target)
 	}
-	return ms
+	if row.Type == "overlay" {
+		for _, o := range row.Options {
+			if (strings.HasPrefix(o, "lowerdir=") || strings.HasPrefix(o, "upperdir=")) && !strings.Contains(m.VFSOptions, o) {
+				return fmt.Sprintf("%s (%s) is not the overlay %s", row.what, row.Target, o)
+			}
+		}
+	}
+	return ""
 }
 
 // AreaFull reports whether the write area's tmpfs has no free blocks or
@@ -495,12 +645,22 @@ func (l *Layout) AreaFull() bool {
 	return st.Bavail == 0 || st.Ffree == 0
 }
 
-// Close unmounts everything under Dir, deepest first, then removes Dir.
-// It tolerates what is already gone. Directories are removed with
-// os.Remove after their unmount succeeded, never RemoveAll across a mount.
+// Close unmounts the table's mounts in reverse order, then anything else
+// still mounted under Dir (deepest first), and removes Dir only once
+// nothing is mounted under it. It tolerates what is already gone.
 func (l *Layout) Close() error {
+	var errs []error
+	table := l.table(nil)
+	for i := len(table) - 1; i >= 0; i-- {
+		if err := unmount(table[i].Target); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	if err := unmountUnder(l.Dir); err != nil {
-		return err
+		return errors.Join(append(errs, err)...)
+	}
+	if left, err := mountinfo.GetMounts(mountinfo.PrefixFilter(l.Dir)); err != nil || len(left) > 0 {
+		return fmt.Errorf("closing %s: %w: %d mounts left", l.Dir, errdefs.ErrFailedPrecondition, len(left))
 	}
 	return os.RemoveAll(l.Dir)
 }

@@ -1,12 +1,19 @@
 package mounts
 
 import (
+	"errors"
+	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/containerd/errdefs"
+	"github.com/corral-sandbox/corral/mounts/hidden"
+	"github.com/moby/sys/mountinfo"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
 )
 
 // TestCheckStart is PATH-06: a write directory or page that is, or passes
@@ -80,4 +87,220 @@ func TestCheckStartRefusesLinksLeavingTheRepository(t *testing.T) {
 			require.Contains(t, err.Error(), tc.link+" is a symlink to "+tc.target)
 		})
 	}
+}
+
+func TestCheckPaths(t *testing.T) {
+	base := t.TempDir()
+	repo := filepath.Join(base, "repo")
+	require.NoError(t, os.MkdirAll(filepath.Join(repo, "sub"), 0o755))
+	require.NoError(t, os.Symlink(repo, filepath.Join(base, "link")))
+	for _, tc := range []struct {
+		repo, state string
+		want        string // "" = accepted
+	}{
+		{repo, filepath.Join(base, "state"), ""},
+		{repo, "", ""},
+		{"/", filepath.Join(base, "state"), "the repository is /"},
+		{repo, filepath.Join(repo, ".corral"), "inside the repository"},
+		{repo, filepath.Join(repo, "sub", "state"), "inside the repository"},
+		{filepath.Join(base, "link"), filepath.Join(repo, "new", "state"), "inside the repository"},
+		{repo, repo, "inside the repository"},
+		{filepath.Join(repo, "sub"), repo, "inside corral's state directory"},
+		{"", filepath.Join(base, "state"), "empty path"},
+	} {
+		err := CheckPaths(tc.repo, tc.state)
+		if tc.want == "" {
+			require.NoError(t, err, "%s %s", tc.repo, tc.state)
+			continue
+		}
+		require.Error(t, err, "%s %s", tc.repo, tc.state)
+		require.True(t, errdefs.IsInvalidArgument(err), "%v", err)
+		require.Contains(t, err.Error(), tc.want)
+		require.NotContains(t, err.Error(), "\n", "one line")
+	}
+}
+
+// layoutRepo is a repository with a write directory, a page, hidden
+// paths (some deep) and an ignore file.
+func layoutRepo(t *testing.T) (string, *hidden.Set) {
+	t.Helper()
+	repo := t.TempDir()
+	for p, c := range map[string]string{
+		".openwikiignore":          "secrets/\n*.key\n",
+		"secrets/a.txt":            "SECRET",
+		"src/deep/x/y/z/id.key":    "KEY",
+		"src/main.go":              "package main\n",
+		"openwiki/index.md":        "# index\n",
+		"openwiki/pages/a.md":      "# a\n",
+		"openwiki/pages/sub/b.md":  "# b\n",
+		".git/config":              "[core]\n",
+		"openwiki/.claims/a.lock":  "x",
+		"openwiki/assets/logo.txt": "logo\n",
+	} {
+		full := filepath.Join(repo, filepath.FromSlash(p))
+		require.NoError(t, os.MkdirAll(filepath.Dir(full), 0o755))
+		require.NoError(t, os.WriteFile(full, []byte(c), 0o644))
+	}
+	hs, err := hidden.Compute(repo, hidden.Options{})
+	require.NoError(t, err)
+	return repo, hs
+}
+
+var layoutPlans = map[string]Plan{
+	"read-only": {ReadOnly: true},
+	"write dir": {WriteDir: "openwiki"},
+	"page":      {WriteDir: "openwiki", Page: "openwiki/pages/a.md"},
+	"new page":  {WriteDir: "openwiki", Page: "openwiki/pages/new/c.md"},
+}
+
+func requireRoot(t *testing.T) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("mounts need root")
+	}
+}
+
+// requireGone checks that nothing is mounted at or under dir and that dir
+// is gone.
+func requireGone(t *testing.T, dir string) {
+	t.Helper()
+	ms, err := mountinfo.GetMounts(mountinfo.PrefixFilter(dir))
+	require.NoError(t, err)
+	require.Empty(t, ms, "mounts left under %s", dir)
+	_, err = os.Lstat(dir)
+	require.ErrorIs(t, err, fs.ErrNotExist, "%s left behind", dir)
+}
+
+// TestPrepareUnwindsEveryStep fails Prepare at each of its steps in turn,
+// before the step and once it is done: every failure returns an error
+// naming the step, never panics, and leaves no mount and no directory
+// behind.
+func TestPrepareUnwindsEveryStep(t *testing.T) {
+	requireRoot(t)
+	for name, plan := range layoutPlans {
+		t.Run(name, func(t *testing.T) {
+			repo, hs := layoutRepo(t)
+			plan.Repo, plan.AreaBytes, plan.AreaInodes, plan.UID, plan.GID = repo, 1<<20, 1000, 65534, 65534
+			state := t.TempDir()
+			t.Cleanup(func() { _, _ = Sweep(state) })
+			var steps []string
+			l, err := prepare(filepath.Join(state, "s0"), plan, hs, func(step string) error { steps = append(steps, step); return nil })
+			require.NoError(t, err)
+			require.NoError(t, l.Close())
+			requireGone(t, l.Dir)
+			require.NotEmpty(t, steps)
+			injected := errors.New("injected")
+			for i, want := range steps {
+				dir := filepath.Join(state, fmt.Sprintf("s%d", i+1))
+				_, err := prepare(dir, plan, hs, func(step string) error {
+					if step == want {
+						return injected
+					}
+					return nil
+				})
+				require.ErrorIs(t, err, injected, want)
+				require.Contains(t, err.Error(), strings.TrimSuffix(want, " (done)"))
+				requireGone(t, dir)
+			}
+		})
+	}
+}
+
+// TestPrepareOpenClose: the layout Prepare makes is what Open finds and
+// Binds hands to the container; Close leaves nothing.
+func TestPrepareOpenClose(t *testing.T) {
+	requireRoot(t)
+	for name, plan := range layoutPlans {
+		t.Run(name, func(t *testing.T) {
+			repo, hs := layoutRepo(t)
+			plan.Repo, plan.AreaBytes, plan.AreaInodes, plan.UID, plan.GID = repo, 1<<20, 1000, 65534, 65534
+			dir := filepath.Join(t.TempDir(), "layout")
+			t.Cleanup(func() { _, _ = Sweep(dir) })
+			l, err := Prepare(dir, plan, hs)
+			require.NoError(t, err)
+			again, err := Open(dir, plan)
+			require.NoError(t, err)
+			require.Equal(t, l, again)
+
+			binds := l.Binds()
+			require.Equal(t, ContainerRoot, binds[0].Destination)
+			require.Equal(t, l.View, binds[0].Source)
+			require.Contains(t, binds[0].Options, "ro")
+			switch {
+			case plan.ReadOnly:
+				require.Len(t, binds, 1)
+			case plan.Page != "":
+				require.Len(t, binds, 2)
+				require.Equal(t, ContainerRoot+"/"+plan.Page, binds[1].Destination)
+				require.Equal(t, l.PageCopy, binds[1].Source)
+				require.Contains(t, binds[1].Options, "rw")
+			default:
+				require.Len(t, binds, 2)
+				require.Equal(t, ContainerRoot+"/openwiki", binds[1].Destination)
+				require.Equal(t, l.Write, binds[1].Source)
+			}
+			for _, b := range binds {
+				for _, o := range []string{"nosuid", "nodev", "noexec"} {
+					require.Contains(t, b.Options, o)
+				}
+			}
+			// The view hides what the set hides.
+			_, err = os.Lstat(filepath.Join(l.View, "secrets"))
+			require.ErrorIs(t, err, fs.ErrNotExist)
+			_, err = os.Lstat(filepath.Join(l.View, "src/deep/x/y/z/id.key"))
+			require.ErrorIs(t, err, fs.ErrNotExist)
+
+			// A layout missing one of its mounts is neither used nor
+			// repaired.
+			require.NoError(t, unix.Unmount(l.View, 0))
+			_, err = Open(dir, plan)
+			require.True(t, errdefs.IsFailedPrecondition(err), "%v", err)
+			require.Contains(t, err.Error(), "the repository view")
+
+			require.NoError(t, l.Close())
+			requireGone(t, dir)
+			_, err = Open(dir, plan)
+			require.ErrorIs(t, err, ErrNotMounted)
+		})
+	}
+}
+
+// TestPrepareRefusesStateInsideRepository is issue 9 item 8: a state
+// directory inside the repository is refused with one line, before
+// anything is made.
+func TestPrepareRefusesStateInsideRepository(t *testing.T) {
+	repo, hs := layoutRepo(t)
+	dir := filepath.Join(repo, ".corral", "sessions", "x")
+	_, err := Prepare(dir, Plan{Repo: repo, ReadOnly: true}, hs)
+	require.True(t, errdefs.IsInvalidArgument(err), "%v", err)
+	_, err = os.Lstat(filepath.Join(repo, ".corral"))
+	require.ErrorIs(t, err, fs.ErrNotExist)
+}
+
+// TestPrepareUnwindsAHiddenPathBeyondPATHMAX is issue 9's panic: a hidden
+// path deeper than PATH_MAX fails the whiteout layer half way; the error
+// says so and nothing is left behind.
+func TestPrepareUnwindsAHiddenPathBeyondPATHMAX(t *testing.T) {
+	requireRoot(t)
+	repo := t.TempDir()
+	fd, err := unix.Open(repo, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	require.NoError(t, err)
+	for i := 0; i < 2100; i++ { // "d/" × 2100 > PATH_MAX (4096)
+		require.NoError(t, unix.Mkdirat(fd, "d", 0o755))
+		next, err := unix.Openat(fd, "d", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		require.NoError(t, err)
+		unix.Close(fd)
+		fd = next
+	}
+	require.NoError(t, unix.Mkdirat(fd, ".git", 0o755))
+	unix.Close(fd)
+	hs, err := hidden.Compute(repo, hidden.Options{})
+	require.NoError(t, err)
+	require.Equal(t, 1, hs.Len())
+	dir := filepath.Join(t.TempDir(), "layout")
+	t.Cleanup(func() { _, _ = Sweep(dir) })
+	_, err = Prepare(dir, Plan{Repo: repo, ReadOnly: true}, hs)
+	require.Error(t, err)
+	require.Contains(t, err.Error(), "preparing the repository view")
+	requireGone(t, dir)
 }

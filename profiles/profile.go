@@ -8,12 +8,14 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
 
 	"github.com/containerd/errdefs"
 	"github.com/corral-sandbox/corral/allowlist"
+	"github.com/corral-sandbox/corral/internal/names"
 	units "github.com/docker/go-units"
 	"go.yaml.in/yaml/v3"
 )
@@ -23,18 +25,6 @@ var builtin embed.FS
 
 // DefaultName is the profile used when the launcher names none.
 const DefaultName = "docs"
-
-// AgentConfig lists the files and directories (gitignore syntax) with which
-// a repository could steer an agent; every profile hides them from the view
-// unless it sets ExposeAgentConfig, and no repository ignore file can
-// re-include them.
-var AgentConfig = []string{
-	"AGENTS.md", "AGENT.md", "CLAUDE.md", "GEMINI.md", "opencode.json", "opencode.jsonc",
-	".opencode/", ".mcp.json", ".cursor/", ".cursorrules", ".claude/", ".windsurfrules",
-	".github/copilot-instructions.md", ".aider.conf.yml", ".continue/", ".vscode/",
-	"CLAUDE.local.md", "AGENTS.override.md", ".gemini/", ".windsurf/", ".clinerules", ".roo/",
-	".github/instructions/",
-}
 
 // Env is the fixed environment of every container: nothing of the
 // supervisor's own environment (where API keys live) reaches it, and
@@ -61,9 +51,13 @@ type Profile struct {
 	// Commands names the allowed commands; each must have a grammar in the
 	// built-in tool set (profiles/builtin/tools.yaml).
 	Commands []string `yaml:"commands"`
-	// ExposeAgentConfig shows AgentConfig in the view. The zero value
-	// (false) hides it: a profile that does not say otherwise is the safe
-	// one.
+	// Expose names built-in hide lists the view does not apply
+	// (names.Lists: "agent-config", "secrets", "gitignore"). The zero
+	// value exposes none: a profile that does not say otherwise is the
+	// safe one. An unknown name fails validation.
+	Expose []string `yaml:"expose,omitempty"`
+	// ExposeAgentConfig is the older spelling of
+	// `expose: [agent-config]`, still accepted.
 	ExposeAgentConfig bool `yaml:"expose_agent_config"`
 	// Seccomp names the seccomp profile; only "default" exists.
 	Seccomp   string    `yaml:"seccomp"`
@@ -246,6 +240,7 @@ func (p *Profile) Validate() error {
 	for _, check := range []func(*Profile) error{
 		checkName,
 		checkCommands,
+		checkExpose,
 		checkSeccomp,
 		checkResources,
 	} {
@@ -283,6 +278,20 @@ func checkCommands(p *Profile) error {
 	return nil
 }
 
+func checkExpose(p *Profile) error {
+	seen := map[string]bool{}
+	for _, e := range p.Expose {
+		if _, err := names.ParseList(e); err != nil {
+			return fmt.Errorf("expose: %w", err)
+		}
+		if seen[e] {
+			return fmt.Errorf("expose: %q listed twice", e)
+		}
+		seen[e] = true
+	}
+	return nil
+}
+
 func checkSeccomp(p *Profile) error {
 	if p.Seccomp != "" && p.Seccomp != "default" {
 		return fmt.Errorf("seccomp %q is unknown (known: default)", p.Seccomp)
@@ -304,11 +313,29 @@ func (p *Profile) Limits() Limits {
 	return l
 }
 
-// ForcedHides returns the gitignore patterns the profile hides beyond the
-// repository's own ignore files; no repository file can re-include them.
+// HideLists returns the built-in hide lists the view applies: every list
+// of names.Lists the profile does not expose (Expose, or the older
+// ExposeAgentConfig), in names.Lists order.
+func (p *Profile) HideLists() []names.List {
+	var out []names.List
+	for _, l := range names.Lists() {
+		if slices.Contains(p.Expose, string(l)) || (l == names.AgentConfig && p.ExposeAgentConfig) {
+			continue
+		}
+		out = append(out, l)
+	}
+	return out
+}
+
+// ForcedHides returns the agent-config list as gitignore patterns
+// (names.Patterns) when the profile hides it, for a view that takes
+// gitignore patterns; no repository file can re-include them.
+//
+// Deprecated: the view is to judge names with names.Hidden and
+// HideLists, which compare folded; gitignore patterns are case-sensitive.
 func (p *Profile) ForcedHides() []string {
-	if p.ExposeAgentConfig {
+	if !slices.Contains(p.HideLists(), names.AgentConfig) {
 		return nil
 	}
-	return append([]string(nil), AgentConfig...)
+	return names.Patterns(names.AgentConfig)
 }

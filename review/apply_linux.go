@@ -1,7 +1,8 @@
 package review
 
 import (
-	"bytes"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -9,9 +10,10 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/containerd/errdefs"
 	"github.com/corral-sandbox/corral/allowlist"
 	"github.com/corral-sandbox/corral/audit"
-	"github.com/corral-sandbox/corral/mounts"
+	"github.com/corral-sandbox/corral/mounts/changeset"
 	"golang.org/x/sys/unix"
 )
 
@@ -22,6 +24,11 @@ type Options struct {
 	// everything (approvals, bases, the repository's directories) and
 	// reports what it would write.
 	Write bool
+	// JournalDir is where Apply keeps the journal of its transaction, in
+	// corral's state directory (JournalDir(stateDir)); required when Write
+	// is set. Apply first recovers what an interrupted apply left there
+	// (Recover).
+	JournalDir string
 	// View, when set, is the session's view of the repository: paths it
 	// hides are refused as they are for the container's writes.
 	View allowlist.View
@@ -30,21 +37,27 @@ type Options struct {
 	// changes).
 	DryRunOnly []Level
 	// Limits cap the change set as at collection; zero fields take
-	// mounts.DefaultLimits.
-	Limits mounts.Limits
+	// changeset.DefaultLimits.
+	Limits changeset.Limits
 	// Audit, when set, records each approval used, the apply, and each
-	// refusal or conflict.
+	// refusal or conflict, under audit's failure policy.
 	Audit *audit.Logger
 	// Session names the session in audit events ("" for a patch file).
 	Session string
+}
 
-	// Test hooks: beforeCommit runs after every temporary file is written
-	// and before anything in the repository changes; afterStep after each
-	// step of the commit. noExchange forces the fallback for file systems
-	// without RENAME_EXCHANGE.
-	beforeCommit func()
-	afterStep    func(step, rel string) error
-	noExchange   bool
+// hooks let tests stop or fail an apply between its steps; Apply uses
+// none.
+type hooks struct {
+	// beforeVerify runs after every temporary file is written, before the
+	// checks that nothing moved and before anything in the repository
+	// outside the staging directory changes.
+	beforeVerify func()
+	// afterStep runs after each step; an error fails the apply there.
+	afterStep func(op, rel string) error
+	// noExchange forces the fallback for file systems without
+	// RENAME_EXCHANGE.
+	noExchange bool
 }
 
 // Report is what Preview or Apply found and did.
@@ -59,29 +72,26 @@ type Report struct {
 
 // op is one approved change and what applying it takes.
 type op struct {
-	c        *checked
-	rel      string
-	parent   string // rel's directory
-	name     string // rel's last component
-	orig     unix.Stat_t
-	tmpDir   string // directory holding the temporary file (writes)
-	tmpName  string
-	stashDir string // directory the deleted file moves to (deletes)
-	stash    string
+	c      *checked
+	rel    string
+	parent string // rel's directory
+	name   string // rel's last component
+	orig   unix.Stat_t
+	temp   string // name in the staging directory: new content (writes), set-aside original (deletes)
+	keep   string // name in the staging directory of a modified file's base copy
 }
 
-func (o *op) write() bool { return o.c.ch.Kind != mounts.ChangeDelete }
+func (o *op) write() bool { return o.c.ch.Kind != changeset.Delete }
 
 // Preview validates cs as Apply does and checks every change against the
 // repository without writing anything: each Item says pending,
 // dry-run-only, conflict or refused. The report is returned with a
 // *ConflictError or *RefusedError when some change cannot be applied as it
 // stands; validation failures return no report.
-func Preview(repo string, cs *mounts.ChangeSet, scope allowlist.Scope, opts Options) (*Report, error) {
+func Preview(repo string, cs *changeset.Set, scope allowlist.Scope, opts Options) (*Report, error) {
 	cks, err := validate(cs, scope, opts.View, opts.Limits)
 	if err != nil {
-		opts.Audit.Refusal(opts.Session, "review", err)
-		return nil, err
+		return nil, auditRefusal(opts, "review", err)
 	}
 	r, err := openRepo(repo)
 	if err != nil {
@@ -92,7 +102,7 @@ func Preview(repo string, cs *mounts.ChangeSet, scope allowlist.Scope, opts Opti
 	var conflicts, refusals []Problem
 	approvedDeletes := map[string]bool{}
 	for i := range cks {
-		if cks[i].ch.Kind == mounts.ChangeDelete {
+		if cks[i].ch.Kind == changeset.Delete {
 			approvedDeletes[cks[i].ch.Path] = true
 		}
 	}
@@ -102,7 +112,7 @@ func Preview(repo string, cs *mounts.ChangeSet, scope allowlist.Scope, opts Opti
 		if slices.Contains(opts.DryRunOnly, it.Risk.Level) {
 			it.Status, it.Detail = StatusDryRunOnly, fmt.Sprintf("%s-risk changes are dry-run only", it.Risk.Level)
 		}
-		o := &op{c: &cks[i], rel: cks[i].ch.Path, parent: path.Dir(cks[i].ch.Path), name: path.Base(cks[i].ch.Path)}
+		o := newOp(&cks[i])
 		if err := checkBase(r, o, approvedDeletes); err != nil {
 			var re *repoError
 			if !errors.As(err, &re) {
@@ -111,10 +121,10 @@ func Preview(repo string, cs *mounts.ChangeSet, scope allowlist.Scope, opts Opti
 			it.Detail = re.reason
 			if re.refuse {
 				it.Status = StatusRefused
-				refusals = append(refusals, Problem{Path: printable(re.path), Reason: re.reason})
+				refusals = append(refusals, Problem{Path: changeset.Printable(re.path), Reason: re.reason})
 			} else {
 				it.Status = StatusConflict
-				conflicts = append(conflicts, Problem{Path: printable(re.path), Reason: re.reason})
+				conflicts = append(conflicts, Problem{Path: changeset.Printable(re.path), Reason: re.reason})
 			}
 		}
 		rep.Items = append(rep.Items, it)
@@ -127,6 +137,10 @@ func Preview(repo string, cs *mounts.ChangeSet, scope allowlist.Scope, opts Opti
 		return rep, &ConflictError{Problems: conflicts}
 	}
 	return rep, nil
+}
+
+func newOp(c *checked) *op {
+	return &op{c: c, rel: c.ch.Path, parent: path.Dir(c.ch.Path), name: path.Base(c.ch.Path)}
 }
 
 // Apply is the only function in corral that writes a change set to a
@@ -144,42 +158,56 @@ func Preview(repo string, cs *mounts.ChangeSet, scope allowlist.Scope, opts Opti
 //     class, or for no change, refuses the apply; no approval at all is
 //     ErrNoApproval. Changes without an approval are left out. An approved
 //     change whose class is in opts.DryRunOnly refuses the apply.
-//  3. Each approved change's base must match the repository: a modified or
+//  3. What an interrupted earlier apply left in opts.JournalDir is
+//     finished or rolled back (Recover).
+//  4. Each approved change's base must match the repository: a modified or
 //     deleted file must hold exactly the before bytes, a created file must
 //     not exist; else a *ConflictError. The repository is read without
 //     following any link: directories are opened with openat2
 //     (RESOLVE_BENEATH|RESOLVE_NO_SYMLINKS|RESOLVE_NO_MAGICLINKS) from the
 //     root, files with O_NOFOLLOW relative to them; a link on the way is
 //     refused.
-//  4. With opts.Write false, Apply stops here and reports what it would do.
-//  5. Every new content is written to a temporary file (O_EXCL|O_NOFOLLOW)
-//     in the target's directory (or, where that directory does not exist
-//     yet, its deepest existing ancestor) and fsynced. Then every directory
-//     opened is checked to be still the one at its path, reached without a
-//     link, and every base is read again.
-//  6. The commit: deleted files are renamed aside, directories a type change
-//     removes are removed, missing directories are made (mkdirat), created
-//     files are renamed into place with RENAME_NOREPLACE, modified files are
-//     swapped with RENAME_EXCHANGE and the swapped-out inode is checked to
-//     be the base. The directories are fsynced; the set-aside originals are
-//     then removed.
+//  5. Each approval is recorded in the audit log; with opts.Write false,
+//     Apply stops here and reports what it would do.
+//  6. The transaction is planned as a list of steps, each with its undo
+//     (planSteps), journaled in opts.JournalDir (written and fsynced) and
+//     announced in the audit log; then the steps run: the write scope's
+//     missing directories are made; a staging directory is made inside
+//     the scope's base directory, never elsewhere; every new content, and
+//     a copy of every modified file's base, is written there (O_EXCL,
+//     fsynced); every directory opened is checked to be still the one at
+//     its path, reached without a link, and every base is read again;
+//     deleted files are moved aside into the staging directory,
+//     directories a type change removes are removed, missing directories
+//     are made, created files are renamed into place with
+//     RENAME_NOREPLACE, modified files are swapped in with RENAME_EXCHANGE
+//     (the swapped-out inode is checked to be the base); directories are
+//     fsynced; the journal records the commit; the staging directory and
+//     the journal are removed.
 //
-// A failure in the commit undoes every step already taken, in reverse (the
-// originals are still on disk until the end), and returns the error; if
-// the undo fails too, a *RollbackError lists what to restore by hand. Each
-// file is replaced by rename, so a process killed at any point leaves
-// every file either old or new (and possibly a .corral-apply-*.tmp file).
+// A failure before the commit undoes every step already taken, in reverse
+// (each undo judges from the repository what there is to undo); if an
+// undo fails, a *RollbackError lists what to restore by hand and the
+// staging directory keeps every original. A process killed at any point
+// leaves a journal from which the next Apply, `corral gc` or `corral apply
+// --recover` (Recover) makes the repository all-old or all-new and removes
+// the staging directory.
 //
 // Created files get mode 0644; modified files keep their permission bits
 // and, where the caller may, their owner. Errors: *RefusedError
 // (errdefs.ErrPermissionDenied), *ConflictError
 // (errdefs.ErrFailedPrecondition), ErrNoApproval, *RollbackError,
-// errdefs.ErrInvalidArgument for a bad scope or nil set, or a system call's
+// errdefs.ErrInvalidArgument for a bad scope, a nil set or no journal
+// directory, an audit failure (see package audit), or a system call's
 // failure.
-func Apply(repo string, cs *mounts.ChangeSet, scope allowlist.Scope, approvals []Approval, opts Options) (rep *Report, retErr error) {
+func Apply(repo string, cs *changeset.Set, scope allowlist.Scope, approvals []Approval, opts Options) (*Report, error) {
+	return apply(repo, cs, scope, approvals, opts, hooks{})
+}
+
+func apply(repo string, cs *changeset.Set, scope allowlist.Scope, approvals []Approval, opts Options, hk hooks) (rep *Report, retErr error) {
 	defer func() {
 		if retErr != nil {
-			opts.Audit.Refusal(opts.Session, "apply", retErr)
+			retErr = auditRefusal(opts, "apply", retErr)
 		}
 	}()
 	cks, err := validate(cs, scope, opts.View, opts.Limits)
@@ -193,6 +221,14 @@ func Apply(repo string, cs *mounts.ChangeSet, scope allowlist.Scope, approvals [
 	if err != nil {
 		return nil, err
 	}
+	if opts.Write {
+		if opts.JournalDir == "" {
+			return nil, fmt.Errorf("applying to %q: %w: no journal directory", repo, errdefs.ErrInvalidArgument)
+		}
+		if err := recoverBefore(repo, opts); err != nil {
+			return nil, err
+		}
+	}
 	r, err := openRepo(repo)
 	if err != nil {
 		return nil, err
@@ -200,7 +236,7 @@ func Apply(repo string, cs *mounts.ChangeSet, scope allowlist.Scope, approvals [
 	defer r.close()
 
 	rep = &Report{DryRun: !opts.Write, Written: []string{}}
-	ops, err := plan(r, cks, approved)
+	ops, f, err := inspect(r, cks, approved, scope)
 	if err != nil {
 		return nil, err
 	}
@@ -216,30 +252,105 @@ func Apply(repo string, cs *mounts.ChangeSet, scope allowlist.Scope, approvals [
 		rep.Items = append(rep.Items, it)
 	}
 	sortItems(rep.Items)
-	// Approvals are recorded before anything is written: an audit log that
-	// cannot be written stops the apply.
+	// Approvals precede the effect: an audit log that cannot record them
+	// stops the apply before anything is written.
 	for _, o := range ops {
-		if err := opts.Audit.Approval(opts.Session, o.rel, string(o.c.ch.Kind), o.c.token, o.c.risk.Level.String(), o.c.before, o.c.after); err != nil {
+		ev := &audit.Approval{Path: o.rel, Kind: string(o.c.ch.Kind), Token: o.c.token, Risk: o.c.risk.Level.String(), BeforeSHA256: o.c.before, AfterSHA256: o.c.after}
+		if err := opts.Audit.Log(opts.Session, ev); err != nil {
 			return nil, fmt.Errorf("recording approvals (nothing written): %w", err)
 		}
 	}
 	if !opts.Write {
-		if err := opts.Audit.Apply(opts.Session, repo, true, nil); err != nil {
+		if err := opts.Audit.Log(opts.Session, &audit.Apply{Repo: repo, DryRun: true, Files: []string{}}); err != nil {
 			return nil, err
 		}
 		return rep, nil
-	}
-	if err := commit(r, ops, scope, opts); err != nil {
-		return nil, err
 	}
 	for _, o := range ops {
 		rep.Written = append(rep.Written, o.rel)
 	}
 	slices.Sort(rep.Written)
-	if err := opts.Audit.Apply(opts.Session, repo, false, rep.Written); err != nil {
+
+	id, err := newTxID()
+	if err != nil {
+		return nil, err
+	}
+	steps := planSteps(id, ops, f)
+	j, err := createJournal(opts.JournalDir, r, id, path.Join(f.base, stagingName(id)), steps)
+	if err != nil {
+		return nil, fmt.Errorf("journaling the apply (nothing written): %w", err)
+	}
+	defer j.close()
+	if err := opts.Audit.Log(opts.Session, &audit.ApplyStarted{Repo: repo, TxID: id, Files: rep.Written}); err != nil {
+		j.remove()
+		return nil, fmt.Errorf("recording the apply (nothing written): %w", err)
+	}
+	t := &tx{id: id, r: r, j: j, staging: j.rec.Staging, steps: steps, hooks: hk}
+	if err := t.run(); err != nil {
+		return nil, err
+	}
+	if err := opts.Audit.Log(opts.Session, &audit.Apply{Repo: repo, TxID: id, Files: rep.Written}); err != nil {
 		return rep, fmt.Errorf("applied, but the audit log could not record it: %w", err)
 	}
 	return rep, nil
+}
+
+// auditRefusal records err as a refusal at stage (a policy decision, a
+// conflict or a failure) and returns it, joined with the audit error when
+// the record could not be written.
+func auditRefusal(opts Options, stage string, err error) error {
+	if opts.Audit == nil || err == nil {
+		return err
+	}
+	ev := &audit.Refusal{Stage: stage, Error: err.Error()}
+	var r *allowlist.Refusal
+	if errors.As(err, &r) {
+		ev.Rule = r.Rule
+	}
+	if aerr := opts.Audit.Log(opts.Session, ev); aerr != nil {
+		return errors.Join(err, fmt.Errorf("the audit log could not record it: %w", aerr))
+	}
+	return err
+}
+
+// recoverBefore recovers opts.JournalDir, records what it did, and refuses
+// to apply to repo while an earlier transaction on it is stuck.
+func recoverBefore(repo string, opts Options) error {
+	recs, err := Recover(opts.JournalDir)
+	var errs []error
+	if err != nil {
+		errs = append(errs, fmt.Errorf("recovering interrupted applies: %w", err))
+	}
+	for _, rc := range recs {
+		var left []string
+		for _, p := range rc.Left {
+			left = append(left, p.Path+": "+p.Reason)
+		}
+		if err := opts.Audit.Log(opts.Session, &audit.ApplyRecovered{Repo: rc.Repo, TxID: rc.TxID, Outcome: rc.Outcome, Left: left}); err != nil {
+			errs = append(errs, err)
+		}
+		if rc.Outcome == OutcomeStuck && sameRepo(rc.Repo, repo) {
+			errs = append(errs, &RollbackError{Err: fmt.Errorf("an earlier apply (%s) to this repository could not be rolled back", rc.TxID), Left: rc.Left})
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// sameRepo compares two repository paths by the directory they name.
+func sameRepo(a, b string) bool {
+	var sa, sb unix.Stat_t
+	if unix.Stat(a, &sa) != nil || unix.Stat(b, &sb) != nil {
+		return a == b
+	}
+	return sa.Dev == sb.Dev && sa.Ino == sb.Ino
+}
+
+func newTxID() (string, error) {
+	var b [8]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(b[:]), nil
 }
 
 // matchApprovals returns the paths approved. Every approval must match a
@@ -255,13 +366,13 @@ func matchApprovals(cks []checked, approvals []Approval, dryRunOnly []Level) (ma
 		c, ok := byPath[a.Path]
 		switch {
 		case !ok:
-			problems = append(problems, Problem{Path: printable(a.Path), Reason: "approval for a path the change set does not change"})
+			problems = append(problems, Problem{Path: changeset.Printable(a.Path), Reason: "approval for a path the change set does not change"})
 		case a.Kind != c.ch.Kind || a.BeforeSHA256 != c.before || a.AfterSHA256 != c.after:
-			problems = append(problems, Problem{Path: printable(a.Path), Reason: fmt.Sprintf("approval is for other content (approved %s %.12s..%.12s, change is %s %.12s..%.12s)", a.Kind, a.BeforeSHA256, a.AfterSHA256, c.ch.Kind, c.before, c.after)})
+			problems = append(problems, Problem{Path: changeset.Printable(a.Path), Reason: fmt.Sprintf("approval is for other content (approved %s %.12s..%.12s, change is %s %.12s..%.12s)", a.Kind, a.BeforeSHA256, a.AfterSHA256, c.ch.Kind, c.before, c.after)})
 		case a.Risk != c.risk.Level:
-			problems = append(problems, Problem{Path: printable(a.Path), Reason: fmt.Sprintf("approval was given for risk %s but the change is %s: %s", a.Risk, c.risk.Level, strings.Join(c.risk.Reasons, "; "))})
+			problems = append(problems, Problem{Path: changeset.Printable(a.Path), Reason: fmt.Sprintf("approval was given for risk %s but the change is %s: %s", a.Risk, c.risk.Level, strings.Join(c.risk.Reasons, "; "))})
 		case slices.Contains(dryRunOnly, c.risk.Level):
-			problems = append(problems, Problem{Path: printable(a.Path), Reason: fmt.Sprintf("%s-risk changes are dry-run only and are never applied", c.risk.Level)})
+			problems = append(problems, Problem{Path: changeset.Printable(a.Path), Reason: fmt.Sprintf("%s-risk changes are dry-run only and are never applied", c.risk.Level)})
 		default:
 			approved[a.Path] = true
 		}
@@ -272,45 +383,155 @@ func matchApprovals(cks []checked, approvals []Approval, dryRunOnly []Level) (ma
 	return approved, nil
 }
 
-// plan checks the base of every approved change against the repository and
-// works out where each temporary file and set-aside original goes.
-func plan(r *repoFS, cks []checked, approved map[string]bool) ([]*op, error) {
+// inspect checks the base of every approved change against the repository
+// and finds what the plan depends on (facts): which directories of the
+// scope's base are missing, which directories type changes remove, which
+// directories created files need. It reads and opens, never writes.
+func inspect(r *repoFS, cks []checked, approved map[string]bool, scope allowlist.Scope) ([]*op, facts, error) {
+	f := facts{base: scope.Base(), root: os.Geteuid() == 0}
 	deletes := map[string]bool{}
 	for i := range cks {
-		if approved[cks[i].ch.Path] && cks[i].ch.Kind == mounts.ChangeDelete {
+		if approved[cks[i].ch.Path] && cks[i].ch.Kind == changeset.Delete {
 			deletes[cks[i].ch.Path] = true
 		}
 	}
 	var ops []*op
 	var conflicts, refusals []Problem
+	record := func(err error) error {
+		var re *repoError
+		if !errors.As(err, &re) {
+			return err
+		}
+		p := Problem{Path: changeset.Printable(re.path), Reason: re.reason}
+		if re.refuse {
+			refusals = append(refusals, p)
+		} else {
+			conflicts = append(conflicts, p)
+		}
+		return nil
+	}
 	for i := range cks {
-		c := &cks[i]
-		if !approved[c.ch.Path] {
+		if !approved[cks[i].ch.Path] {
 			continue
 		}
-		o := &op{c: c, rel: c.ch.Path, parent: path.Dir(c.ch.Path), name: path.Base(c.ch.Path)}
+		o := newOp(&cks[i])
 		if err := checkBase(r, o, deletes); err != nil {
-			var re *repoError
-			if !errors.As(err, &re) {
-				return nil, err
-			}
-			p := Problem{Path: printable(re.path), Reason: re.reason}
-			if re.refuse {
-				refusals = append(refusals, p)
-			} else {
-				conflicts = append(conflicts, p)
+			if err := record(err); err != nil {
+				return nil, f, err
 			}
 			continue
 		}
 		ops = append(ops, o)
 	}
+	if len(refusals) == 0 && len(conflicts) == 0 {
+		if err := baseChain(r, &f); err != nil {
+			if err := record(err); err != nil {
+				return nil, f, err
+			}
+		}
+	}
 	switch {
 	case len(refusals) > 0:
-		return nil, &RefusedError{Problems: refusals}
+		return nil, f, &RefusedError{Problems: refusals}
 	case len(conflicts) > 0:
-		return nil, &ConflictError{Problems: conflicts}
+		return nil, f, &ConflictError{Problems: conflicts}
 	}
-	return ops, nil
+	if err := typeChanges(r, ops, &f); err != nil {
+		return nil, f, asProblem(err)
+	}
+	return ops, f, nil
+}
+
+// baseChain finds the missing directories of the scope's base, shallowest
+// first, and the owner of the deepest existing one. A component that is
+// not a directory is a conflict.
+func baseChain(r *repoFS, f *facts) error {
+	existing := "."
+	comps := strings.Split(f.base, "/")
+	for i := range comps {
+		p := strings.Join(comps[:i+1], "/")
+		_, err := r.dir(p)
+		switch {
+		case err == nil:
+			existing = p
+			continue
+		case errors.Is(err, unix.ENOENT):
+			for k := i; k < len(comps); k++ {
+				f.baseMissing = append(f.baseMissing, strings.Join(comps[:k+1], "/"))
+			}
+		case errors.Is(err, unix.ENOTDIR):
+			return &repoError{path: p, reason: "is a file in the repository, not the write scope's directory"}
+		default:
+			return lookupErr(p, err)
+		}
+		break
+	}
+	d, err := r.dir(existing)
+	if err != nil {
+		return lookupErr(existing, err)
+	}
+	f.baseUID, f.baseGID = int(d.uid), int(d.gid)
+	return nil
+}
+
+// typeChanges finds the directories created files replace (deepest first,
+// with their modes) and the missing directories below the base that
+// created files need (shallowest first).
+func typeChanges(r *repoFS, ops []*op, f *facts) error {
+	var writes, deletes []*op
+	for _, o := range ops {
+		if o.write() {
+			writes = append(writes, o)
+		} else {
+			deletes = append(deletes, o)
+		}
+	}
+	removeDir := map[string]bool{}
+	for _, w := range writes {
+		for _, d := range deletes {
+			if strings.HasPrefix(d.rel, w.rel+"/") {
+				for p := d.parent; p != w.rel; p = path.Dir(p) {
+					removeDir[p] = true
+				}
+				removeDir[w.rel] = true
+			}
+		}
+	}
+	for _, p := range sortedKeys(removeDir, true) {
+		// Opened now, so that the verify step checks them too.
+		if _, err := r.dir(path.Dir(p)); err != nil {
+			return lookupErr(path.Dir(p), err)
+		}
+		d, err := r.dir(p)
+		if err != nil {
+			return lookupErr(p, err)
+		}
+		f.rmdirs = append(f.rmdirs, dirMode{rel: p, mode: d.mode & 0o7777})
+	}
+	missing := map[string]bool{}
+	for _, p := range f.baseMissing {
+		missing[p] = true
+	}
+	makeDir := map[string]bool{}
+	for _, w := range writes {
+		for p := w.parent; below(p, f.base); p = path.Dir(p) {
+			if !missing[f.base] {
+				n, err := r.lstat(p)
+				if err != nil {
+					var re *repoError
+					if !errors.As(err, &re) || re.refuse {
+						return err
+					}
+				}
+				if n.isDir && !removeDir[p] {
+					break
+				}
+			}
+			makeDir[p] = true
+		}
+	}
+	f.mkdirs = sortedKeys(makeDir, false)
+	return nil
 }
 
 // checkBase compares o's base with the repository and records the original
@@ -322,7 +543,7 @@ func checkBase(r *repoFS, o *op, deletes map[string]bool) error {
 	conflict := func(format string, args ...any) error {
 		return &repoError{path: o.rel, reason: fmt.Sprintf(format, args...)}
 	}
-	if c.ch.Kind == mounts.ChangeCreate {
+	if c.ch.Kind == changeset.Create {
 		n, err := r.lstat(o.rel)
 		if err != nil {
 			return err
@@ -348,11 +569,19 @@ func checkBase(r *repoFS, o *op, deletes map[string]bool) error {
 		return err
 	case !exists:
 		return conflict("no longer exists in the repository")
-	case sha256Hex(data) != c.before:
-		return conflict("changed in the repository since the change set was made (base sha256 %.12s, repository has %.12s)", c.before, sha256Hex(data))
+	case changeset.SHA256(data) != c.before:
+		return conflict("changed in the repository since the change set was made (base sha256 %.12s, repository has %.12s)", c.before, changeset.SHA256(data))
 	}
 	o.orig = st
 	return nil
+}
+
+// below reports whether p lies strictly below the directory base.
+func below(p, base string) bool {
+	if base == "." {
+		return p != "."
+	}
+	return strings.HasPrefix(p, base+"/")
 }
 
 func deletesUnder(deletes map[string]bool, dir string) bool {
@@ -364,377 +593,13 @@ func deletesUnder(deletes map[string]bool, dir string) bool {
 	return false
 }
 
-// undoStack records how to reverse each step of a commit.
-type undoStack []undoStep
-
-type undoStep struct {
-	rel string
-	fn  func() error
-}
-
-func (u *undoStack) push(rel string, fn func() error) { *u = append(*u, undoStep{rel, fn}) }
-
-// run undoes every step in reverse and returns what could not be undone.
-func (u undoStack) run() []Problem {
-	var left []Problem
-	for i := len(u) - 1; i >= 0; i-- {
-		if err := u[i].fn(); err != nil {
-			left = append(left, Problem{Path: printable(u[i].rel), Reason: err.Error()})
-		}
-	}
-	return left
-}
-
-// commit writes ops (see Apply, steps 5 and 6).
-func commit(r *repoFS, ops []*op, scope allowlist.Scope, opts Options) (retErr error) {
-	var writes, deletes []*op
-	for _, o := range ops {
-		if o.write() {
-			writes = append(writes, o)
-		} else {
-			deletes = append(deletes, o)
-		}
-	}
-	// Directories a file replaces: the created path and every directory
-	// between it and the files deleted below it, deepest first.
-	removeDir := map[string]bool{}
-	for _, w := range writes {
-		for _, d := range deletes {
-			if strings.HasPrefix(d.rel, w.rel+"/") {
-				for p := d.parent; p != w.rel; p = path.Dir(p) {
-					removeDir[p] = true
-				}
-				removeDir[w.rel] = true
-			}
-		}
-	}
-	rmdirs := sortedKeys(removeDir, true)
-	// Directories to make: every missing ancestor of a written file, and
-	// every ancestor that is a file deleted to make room.
-	makeDir := map[string]bool{}
-	for _, w := range writes {
-		for p := w.parent; p != "."; p = path.Dir(p) {
-			n, err := r.lstat(p)
-			if err != nil {
-				var re *repoError
-				if !errors.As(err, &re) || re.refuse {
-					return err
-				}
-			}
-			if n.isDir && !removeDir[p] {
-				break
-			}
-			makeDir[p] = true
-		}
-	}
-	mkdirs := sortedKeys(makeDir, false)
-	// nearestKept is the closest existing directory at or above dir that
-	// the commit neither removes nor makes.
-	nearestKept := func(dir string) (*dirFD, error) {
-		for p := dir; ; p = path.Dir(p) {
-			if !removeDir[p] && !makeDir[p] {
-				return r.dir(p)
-			}
-		}
-	}
-
-	// Step 5: temporary files, then the checks that nothing moved.
-	defer func() {
-		var rb *RollbackError
-		if errors.As(retErr, &rb) {
-			// Some original may sit at a temporary or set-aside name:
-			// leave every one for the reviewer.
-			return
-		}
-		removeTemps(r, ops, retErr == nil)
-	}()
-	for _, o := range writes {
-		d, err := nearestKept(o.parent)
-		if err != nil {
-			return asProblem(err)
-		}
-		mode, uid, gid := uint32(0o644), -1, -1
-		if o.c.ch.Kind == mounts.ChangeModify {
-			mode, uid, gid = o.orig.Mode&0o777, int(o.orig.Uid), int(o.orig.Gid)
-		} else if os.Geteuid() == 0 {
-			// root writes files that belong to the repository's owner.
-			uid, gid = int(d.uid), int(d.gid)
-		}
-		name, err := writeTemp(d, o.c.ch.After, mode, uid, gid)
-		if err != nil {
-			return err
-		}
-		o.tmpDir, o.tmpName = d.rel, name
-	}
-	for _, o := range deletes {
-		d, err := nearestKept(o.parent)
-		if err != nil {
-			return asProblem(err)
-		}
-		o.stashDir = d.rel
-	}
-	for _, p := range rmdirs {
-		if _, err := r.dir(path.Dir(p)); err != nil {
-			return asProblem(err)
-		}
-		if _, err := r.dir(p); err != nil {
-			return asProblem(err)
-		}
-	}
-	if opts.beforeCommit != nil {
-		opts.beforeCommit()
-	}
-	if err := r.verify(); err != nil {
-		return asProblem(err)
-	}
-	for _, o := range ops {
-		if o.c.ch.Kind == mounts.ChangeCreate {
-			continue
-		}
-		data, st, exists, err := r.readFile(o.rel, int64(len(o.c.ch.Before)))
-		if err != nil {
-			return asProblem(err)
-		}
-		if !exists || st.Ino != o.orig.Ino || st.Dev != o.orig.Dev || !bytes.Equal(data, o.c.ch.Before) {
-			return &ConflictError{Problems: []Problem{{Path: printable(o.rel), Reason: "changed in the repository during apply"}}}
-		}
-	}
-
-	// Step 6: the commit, undone in reverse on any failure.
-	var undo undoStack
-	defer func() {
-		if retErr == nil {
-			return
-		}
-		if left := undo.run(); len(left) > 0 {
-			retErr = &RollbackError{Err: retErr, Left: left}
-		}
-	}()
-	step := func(name, rel string) error {
-		if opts.afterStep != nil {
-			return opts.afterStep(name, rel)
-		}
-		return nil
-	}
-	for _, o := range deletes {
-		pd, err := r.dir(o.parent)
-		if err != nil {
-			return asProblem(err)
-		}
-		sd := r.dirs[o.stashDir]
-		stash := tempName()
-		if err := unix.Renameat2(pd.fd, o.name, sd.fd, stash, unix.RENAME_NOREPLACE); err != nil {
-			return fmt.Errorf("deleting %q: %w", o.rel, err)
-		}
-		o.stash = stash
-		undo.push(o.rel, func() error {
-			if err := unix.Renameat2(sd.fd, stash, pd.fd, o.name, unix.RENAME_NOREPLACE); err != nil {
-				return fmt.Errorf("restoring the deleted file from %s/%s: %w", o.stashDir, stash, err)
-			}
-			o.stash = ""
-			return nil
-		})
-		if err := checkMoved(sd.fd, stash, o); err != nil {
-			return err
-		}
-		if err := step("delete", o.rel); err != nil {
-			return err
-		}
-	}
-	for _, p := range rmdirs {
-		pd, err := r.dir(path.Dir(p))
-		if err != nil {
-			return asProblem(err)
-		}
-		mode := r.dirs[p].mode & 0o7777
-		if err := unix.Unlinkat(pd.fd, path.Base(p), unix.AT_REMOVEDIR); err != nil {
-			if errors.Is(err, unix.ENOTEMPTY) || errors.Is(err, unix.EEXIST) {
-				return &ConflictError{Problems: []Problem{{Path: printable(p), Reason: "directory holds files the change set does not delete"}}}
-			}
-			return fmt.Errorf("removing directory %q: %w", p, err)
-		}
-		r.forget(p)
-		undo.push(p, func() error {
-			if err := unix.Mkdirat(pd.fd, path.Base(p), mode); err != nil {
-				return fmt.Errorf("re-making the removed directory: %w", err)
-			}
-			return nil
-		})
-		if err := step("rmdir", p); err != nil {
-			return err
-		}
-	}
-	for _, p := range mkdirs {
-		pd, err := r.dir(path.Dir(p))
-		if err != nil {
-			return asProblem(err)
-		}
-		if err := unix.Mkdirat(pd.fd, path.Base(p), 0o755); err != nil {
-			if errors.Is(err, unix.EEXIST) {
-				return &ConflictError{Problems: []Problem{{Path: printable(p), Reason: "appeared in the repository during apply"}}}
-			}
-			return fmt.Errorf("making directory %q: %w", p, err)
-		}
-		undo.push(p, func() error {
-			r.forget(p)
-			if err := unix.Unlinkat(pd.fd, path.Base(p), unix.AT_REMOVEDIR); err != nil {
-				return fmt.Errorf("removing the made directory: %w", err)
-			}
-			return nil
-		})
-		d, err := r.dir(p)
-		if err != nil {
-			return asProblem(err)
-		}
-		if os.Geteuid() == 0 {
-			_ = unix.Fchown(d.fd, int(pd.uid), int(pd.gid))
-		}
-		if err := step("mkdir", p); err != nil {
-			return err
-		}
-	}
-	for _, o := range writes {
-		if err := renameIn(r, o, &undo, opts.noExchange); err != nil {
-			return err
-		}
-		if err := step("write", o.rel); err != nil {
-			return err
-		}
-	}
-	for _, d := range r.dirs {
-		if err := unix.Fsync(d.fd); err != nil && !errors.Is(err, unix.EINVAL) {
-			return fmt.Errorf("syncing directory %q: %w", d.rel, err)
-		}
-	}
-	undo = nil // committed: the originals can go
-	removeTemps(r, ops, true)
-	pruneEmptyDirs(r, deletes, scope)
-	return nil
-}
-
-// removeTemps removes the temporary files left by ops and, when originals
-// is true (the commit is complete), the set-aside originals. It is safe to
-// call more than once.
-func removeTemps(r *repoFS, ops []*op, originals bool) {
-	for _, o := range ops {
-		if o.tmpName != "" {
-			if d, ok := r.dirs[o.tmpDir]; ok {
-				_ = unix.Unlinkat(d.fd, o.tmpName, 0)
-			}
-		}
-		if o.stash != "" && originals {
-			if d, ok := r.dirs[o.stashDir]; ok {
-				_ = unix.Unlinkat(d.fd, o.stash, 0)
-			}
-		}
-	}
-}
-
-// renameIn moves o's temporary file into place: RENAME_NOREPLACE for a
-// create; for a modify RENAME_EXCHANGE, after which the original sits at
-// the temporary name and is checked to be the base.
-func renameIn(r *repoFS, o *op, undo *undoStack, noExchange bool) error {
-	td := r.dirs[o.tmpDir]
-	pd, err := r.dir(o.parent)
-	if err != nil {
-		return asProblem(err)
-	}
-	tmp := o.tmpName
-	if o.c.ch.Kind == mounts.ChangeCreate {
-		if err := unix.Renameat2(td.fd, tmp, pd.fd, o.name, unix.RENAME_NOREPLACE); err != nil {
-			if errors.Is(err, unix.EEXIST) {
-				return &ConflictError{Problems: []Problem{{Path: printable(o.rel), Reason: "appeared in the repository during apply"}}}
-			}
-			return fmt.Errorf("creating %q: %w", o.rel, err)
-		}
-		undo.push(o.rel, func() error {
-			if err := unix.Renameat2(pd.fd, o.name, td.fd, tmp, unix.RENAME_NOREPLACE); err != nil {
-				return fmt.Errorf("removing the created file: %w", err)
-			}
-			return nil
-		})
-		return nil
-	}
-	// The temporary file of a modify is always beside its target.
-	if !noExchange {
-		err := unix.Renameat2(td.fd, tmp, pd.fd, o.name, unix.RENAME_EXCHANGE)
-		if err == nil {
-			undo.push(o.rel, func() error {
-				if err := unix.Renameat2(td.fd, tmp, pd.fd, o.name, unix.RENAME_EXCHANGE); err != nil {
-					return fmt.Errorf("swapping the original back from %s/%s: %w", o.tmpDir, tmp, err)
-				}
-				return nil
-			})
-			return checkMoved(td.fd, tmp, o)
-		}
-		if !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOSYS) && !errors.Is(err, unix.EOPNOTSUPP) {
-			return fmt.Errorf("replacing %q: %w", o.rel, err)
-		}
-	}
-	// No RENAME_EXCHANGE here: check the base once more, replace, and keep
-	// the base bytes to restore.
-	if err := checkMoved(pd.fd, o.name, o); err != nil {
-		return err
-	}
-	if err := unix.Renameat(td.fd, tmp, pd.fd, o.name); err != nil {
-		return fmt.Errorf("replacing %q: %w", o.rel, err)
-	}
-	undo.push(o.rel, func() error {
-		name, err := writeTemp(pd, o.c.ch.Before, o.orig.Mode&0o777, int(o.orig.Uid), int(o.orig.Gid))
-		if err != nil {
-			return err
-		}
-		if err := unix.Renameat(pd.fd, name, pd.fd, o.name); err != nil {
-			_ = unix.Unlinkat(pd.fd, name, 0)
-			return fmt.Errorf("restoring the original: %w", err)
-		}
-		return nil
-	})
-	return nil
-}
-
-// checkMoved verifies that the file at name in dirfd is o's original: the
-// inode checked before and the base bytes.
-func checkMoved(dirfd int, name string, o *op) error {
-	data, st, exists, err := readAt(dirfd, name, o.rel, int64(len(o.c.ch.Before)))
-	if err != nil {
-		return asProblem(err)
-	}
-	if !exists || st.Ino != o.orig.Ino || st.Dev != o.orig.Dev || !bytes.Equal(data, o.c.ch.Before) {
-		return &ConflictError{Problems: []Problem{{Path: printable(o.rel), Reason: "changed in the repository during apply"}}}
-	}
-	return nil
-}
-
-// pruneEmptyDirs removes directories left empty by deletions, below the
-// scope's directory, as git apply does. Failures are ignored: the content
-// is applied.
-func pruneEmptyDirs(r *repoFS, deletes []*op, scope allowlist.Scope) {
-	stop := scope.Dir
-	if scope.Page != "" {
-		stop = path.Dir(scope.Page)
-	}
-	for _, o := range deletes {
-		for p := o.parent; p != "." && p != stop && strings.HasPrefix(p, stop+"/"); p = path.Dir(p) {
-			pd, err := r.dir(path.Dir(p))
-			if err != nil {
-				break
-			}
-			if err := unix.Unlinkat(pd.fd, path.Base(p), unix.AT_REMOVEDIR); err != nil {
-				break
-			}
-			r.forget(p)
-		}
-	}
-}
-
 // asProblem turns a *repoError into a *RefusedError or *ConflictError.
 func asProblem(err error) error {
 	var re *repoError
 	if !errors.As(err, &re) {
 		return err
 	}
-	p := []Problem{{Path: printable(re.path), Reason: re.reason}}
+	p := []Problem{{Path: changeset.Printable(re.path), Reason: re.reason}}
 	if re.refuse {
 		return &RefusedError{Problems: p}
 	}

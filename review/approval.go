@@ -8,7 +8,7 @@ import (
 	"strings"
 
 	"github.com/corral-sandbox/corral/allowlist"
-	"github.com/corral-sandbox/corral/mounts"
+	"github.com/corral-sandbox/corral/mounts/changeset"
 )
 
 // TokenLen is the length in hex digits of an approval token: 64 bits, so
@@ -22,11 +22,11 @@ const TokenLen = 16
 // and the repository; an approval that differs in any field approves
 // nothing.
 type Approval struct {
-	Path         string            `json:"path"`
-	Kind         mounts.ChangeKind `json:"kind"`
-	BeforeSHA256 string            `json:"before_sha256"`
-	AfterSHA256  string            `json:"after_sha256"`
-	Risk         Level             `json:"risk"`
+	Path         string         `json:"path"`
+	Kind         changeset.Kind `json:"kind"`
+	BeforeSHA256 string         `json:"before_sha256"`
+	AfterSHA256  string         `json:"after_sha256"`
+	Risk         Level          `json:"risk"`
 }
 
 // Token is the short form of the approval a reviewer types
@@ -36,7 +36,7 @@ func (a Approval) Token() string {
 	return tokenOf(a.Path, a.Kind, a.BeforeSHA256, a.AfterSHA256, a.Risk)
 }
 
-func tokenOf(p string, kind mounts.ChangeKind, before, after string, risk Level) string {
+func tokenOf(p string, kind changeset.Kind, before, after string, risk Level) string {
 	h := sha256.New()
 	// NUL cannot occur in a valid path, kind, digest or level name.
 	fmt.Fprintf(h, "corral approval v1\x00%s\x00%s\x00%s\x00%s\x00%s", p, kind, before, after, risk)
@@ -47,14 +47,14 @@ func tokenOf(p string, kind mounts.ChangeKind, before, after string, risk Level)
 // digests and risk, the token that approves it and, after Preview or Apply,
 // what became of it.
 type Item struct {
-	Path         string            `json:"path"`
-	Kind         mounts.ChangeKind `json:"kind"`
-	BeforeSHA256 string            `json:"before_sha256,omitempty"`
-	AfterSHA256  string            `json:"after_sha256,omitempty"`
-	Size         int64             `json:"size"`
-	Risk         Risk              `json:"risk"`
-	Token        string            `json:"token"`
-	Status       Status            `json:"status,omitempty"`
+	Path         string         `json:"path"`
+	Kind         changeset.Kind `json:"kind"`
+	BeforeSHA256 string         `json:"before_sha256,omitempty"`
+	AfterSHA256  string         `json:"after_sha256,omitempty"`
+	Size         int64          `json:"size"`
+	Risk         Risk           `json:"risk"`
+	Token        string         `json:"token"`
+	Status       Status         `json:"status,omitempty"`
 	// Detail says why a change is in conflict, refused or skipped.
 	Detail string `json:"detail,omitempty"`
 }
@@ -98,7 +98,7 @@ func (c *checked) item() Item {
 // its approval token: the highest risk first, then in path order, so that
 // a reviewer sees what is dangerous first. The error is a *RefusedError
 // listing every problem, or errdefs.ErrInvalidArgument for a bad scope.
-func Review(cs *mounts.ChangeSet, scope allowlist.Scope, opts Options) ([]Item, error) {
+func Review(cs *changeset.Set, scope allowlist.Scope, opts Options) ([]Item, error) {
 	cs2, err := validate(cs, scope, opts.View, opts.Limits)
 	if err != nil {
 		return nil, err
@@ -115,7 +115,7 @@ func Review(cs *mounts.ChangeSet, scope allowlist.Scope, opts Options) ([]Item, 
 // changes of cs they name. A token that names no change (mistyped, or the
 // change set changed since it was shown) is refused with a *RefusedError:
 // nothing is approved.
-func ApprovalsFor(cs *mounts.ChangeSet, scope allowlist.Scope, tokens []string, opts Options) ([]Approval, error) {
+func ApprovalsFor(cs *changeset.Set, scope allowlist.Scope, tokens []string, opts Options) ([]Approval, error) {
 	items, err := Review(cs, scope, opts)
 	if err != nil {
 		return nil, err
@@ -131,7 +131,7 @@ func ApprovalsFor(cs *mounts.ChangeSet, scope allowlist.Scope, tokens []string, 
 		t = strings.ToLower(strings.TrimSpace(t))
 		it, ok := byToken[t]
 		if !ok {
-			problems = append(problems, Problem{Path: printable(t), Reason: "approval token matches no change of this change set (mistyped, or the change set changed since it was reviewed)"})
+			problems = append(problems, Problem{Path: changeset.Printable(t), Reason: "approval token matches no change of this change set (mistyped, or the change set changed since it was reviewed)"})
 			continue
 		}
 		if !seen[t] {

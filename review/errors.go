@@ -2,20 +2,18 @@ package review
 
 import (
 	"errors"
-	"strings"
 
 	"github.com/containerd/errdefs"
+	"github.com/corral-sandbox/corral/mounts/changeset"
 )
 
 // ErrNoApproval is returned by Apply when no change of the set is approved:
 // nothing is written. It wraps errdefs.ErrPermissionDenied.
 var ErrNoApproval = errors.Join(errors.New("no approved change"), errdefs.ErrPermissionDenied)
 
-// Problem is one path and the reason it stops an apply.
-type Problem struct {
-	Path   string `json:"path"`
-	Reason string `json:"reason"`
-}
+// Problem is one path and the reason it stops an apply: the change set's
+// own problem type.
+type Problem = changeset.Problem
 
 // RefusedError is a change set, patch or approval refused by policy: a path
 // outside the scope or with a forbidden name, a violation from collection, a
@@ -26,7 +24,7 @@ type RefusedError struct {
 	Problems []Problem
 }
 
-func (e *RefusedError) Error() string { return "refused: " + joinProblems(e.Problems) }
+func (e *RefusedError) Error() string { return "refused: " + changeset.Join(e.Problems) }
 
 // Unwrap returns errdefs.ErrPermissionDenied.
 func (e *RefusedError) Unwrap() error { return errdefs.ErrPermissionDenied }
@@ -39,36 +37,24 @@ type ConflictError struct {
 	Problems []Problem
 }
 
-func (e *ConflictError) Error() string { return "conflict: " + joinProblems(e.Problems) }
+func (e *ConflictError) Error() string { return "conflict: " + changeset.Join(e.Problems) }
 
 // Unwrap returns errdefs.ErrFailedPrecondition.
 func (e *ConflictError) Unwrap() error { return errdefs.ErrFailedPrecondition }
 
 // RollbackError is a write that failed part-way and whose undo failed too:
 // the repository may hold part of the change set. Left lists the paths the
-// reviewer must restore by hand; their originals are kept at the
-// .corral-apply-* names the reasons give.
+// reviewer must restore by hand; their originals are kept in the apply's
+// staging directory (.corral-apply-<id> in the write scope), as the
+// reasons say, and Recover reports the transaction until they are.
 type RollbackError struct {
 	Err  error
 	Left []Problem
 }
 
 func (e *RollbackError) Error() string {
-	return "apply failed (" + e.Err.Error() + ") and could not be fully undone; restore by hand: " + joinProblems(e.Left)
+	return "apply failed (" + e.Err.Error() + ") and could not be fully undone; restore by hand: " + changeset.Join(e.Left)
 }
 
 // Unwrap returns the error that stopped the apply.
 func (e *RollbackError) Unwrap() error { return e.Err }
-
-func joinProblems(ps []Problem) string {
-	var b strings.Builder
-	for i, p := range ps {
-		if i > 0 {
-			b.WriteString("; ")
-		}
-		b.WriteString(p.Path)
-		b.WriteString(": ")
-		b.WriteString(p.Reason)
-	}
-	return b.String()
-}

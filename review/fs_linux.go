@@ -1,21 +1,18 @@
 package review
 
 import (
-	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"path"
 	"strings"
 
 	"github.com/containerd/errdefs"
+	"github.com/corral-sandbox/corral/internal/rootfs"
 	"golang.org/x/sys/unix"
 )
-
-// resolveFlags confine every lookup below the repository root: no
-// component may be a symbolic link (or a magic link), and ".." cannot
-// climb out.
-const resolveFlags = unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS
 
 // repoError is a path the repository itself refuses (refuse: a symbolic
 // link on the way, an escape) or that conflicts with the change (a file in
@@ -29,8 +26,9 @@ type repoError struct {
 func (e *repoError) Error() string { return e.path + ": " + e.reason }
 
 // dirFD is a directory of the repository opened without following links,
-// with the identity it had when opened.
+// with the identity it had when opened. fd is dir's descriptor.
 type dirFD struct {
+	dir      *rootfs.Dir
 	fd       int
 	rel      string
 	dev, ino uint64
@@ -39,47 +37,33 @@ type dirFD struct {
 }
 
 // repoFS is a repository root opened for safe lookups. Every directory is
-// opened with openat2 from the root fd under resolveFlags; every file is
-// opened relative to its directory with O_NOFOLLOW. The caller must call
-// close.
+// opened from the root under rootfs.NoSymlinks (no component may be a
+// symbolic link or a magic link, and ".." cannot climb out); every file
+// is opened relative to its directory with O_NOFOLLOW. The caller must
+// call close.
 type repoFS struct {
-	root int
+	path string
+	root *rootfs.Dir
 	dirs map[string]*dirFD
 }
 
 func openRepo(repo string) (*repoFS, error) {
-	fd, err := unix.Open(repo, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	root, err := rootfs.OpenRoot(repo)
 	if err != nil {
 		if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) {
 			return nil, fmt.Errorf("opening repository %q: %w: %w", repo, errdefs.ErrNotFound, err)
 		}
 		return nil, fmt.Errorf("opening repository %q: %w", repo, err)
 	}
-	return &repoFS{root: fd, dirs: map[string]*dirFD{}}, nil
+	return &repoFS{path: repo, root: root, dirs: map[string]*dirFD{}}, nil
 }
 
 func (r *repoFS) close() {
 	for _, d := range r.dirs {
-		unix.Close(d.fd)
+		d.dir.Close()
 	}
 	r.dirs = nil
-	unix.Close(r.root)
-}
-
-// openat2 opens rel below the root under resolveFlags, retrying the EAGAIN
-// the kernel returns when a rename raced the lookup.
-func (r *repoFS) openat2(rel string, flags uint64) (int, error) {
-	how := &unix.OpenHow{Flags: flags | unix.O_CLOEXEC, Resolve: resolveFlags}
-	for i := 0; ; i++ {
-		fd, err := unix.Openat2(r.root, rel, how)
-		if errors.Is(err, unix.EAGAIN) && i < 16 {
-			continue
-		}
-		if errors.Is(err, unix.EINTR) {
-			continue
-		}
-		return fd, err
-	}
+	r.root.Close()
 }
 
 // lookupErr turns an openat2 failure on rel into a repoError where the
@@ -101,16 +85,16 @@ func (r *repoFS) dir(rel string) (*dirFD, error) {
 	if d, ok := r.dirs[rel]; ok {
 		return d, nil
 	}
-	fd, err := r.openat2(rel, unix.O_RDONLY|unix.O_DIRECTORY)
+	dir, err := r.root.OpenDir(rel, rootfs.NoSymlinks)
 	if err != nil {
 		return nil, lookupErr(rel, err)
 	}
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
-		unix.Close(fd)
+	st, err := dir.Fstat()
+	if err != nil {
+		dir.Close()
 		return nil, err
 	}
-	d := &dirFD{fd: fd, rel: rel, dev: uint64(st.Dev), ino: uint64(st.Ino), uid: st.Uid, gid: st.Gid, mode: st.Mode}
+	d := &dirFD{dir: dir, fd: dir.Fd(), rel: rel, dev: uint64(st.Dev), ino: uint64(st.Ino), uid: st.Uid, gid: st.Gid, mode: st.Mode}
 	r.dirs[rel] = d
 	return d, nil
 }
@@ -118,7 +102,7 @@ func (r *repoFS) dir(rel string) (*dirFD, error) {
 // forget drops rel from the cache (after a rmdir).
 func (r *repoFS) forget(rel string) {
 	if d, ok := r.dirs[rel]; ok {
-		unix.Close(d.fd)
+		d.dir.Close()
 		delete(r.dirs, rel)
 	}
 }
@@ -128,16 +112,15 @@ func (r *repoFS) forget(rel string) {
 // replaced, between preparation and commit is refused.
 func (r *repoFS) verify() error {
 	for rel, d := range r.dirs {
-		fd, err := r.openat2(rel, unix.O_RDONLY|unix.O_DIRECTORY)
+		dir, err := r.root.OpenDir(rel, rootfs.NoSymlinks)
 		if err != nil {
 			if e := lookupErr(rel, err); e != err {
 				return e
 			}
 			return &repoError{path: rel, reason: fmt.Sprintf("directory changed during apply: %v", err), refuse: true}
 		}
-		var st unix.Stat_t
-		err = unix.Fstat(fd, &st)
-		unix.Close(fd)
+		st, err := dir.Fstat()
+		dir.Close()
 		if err != nil {
 			return err
 		}
@@ -164,8 +147,7 @@ func (r *repoFS) lstat(rel string) (node, error) {
 	} else if err != nil {
 		return node{}, err
 	}
-	var st unix.Stat_t
-	err = unix.Fstatat(d.fd, path.Base(rel), &st, unix.AT_SYMLINK_NOFOLLOW)
+	st, err := d.dir.Lstat(path.Base(rel), rootfs.NoSymlinks)
 	switch {
 	case errors.Is(err, unix.ENOENT):
 		return node{}, nil
@@ -195,69 +177,33 @@ func (r *repoFS) readFile(rel string, max int64) (data []byte, st unix.Stat_t, e
 	} else if err != nil {
 		return nil, st, false, err
 	}
-	return readAt(d.fd, path.Base(rel), rel, max)
+	return readAt(d, path.Base(rel), rel, max)
 }
 
-// readAt reads the regular file name in the directory dirfd (see readFile).
-func readAt(dirfd int, name, rel string, max int64) (data []byte, st unix.Stat_t, exists bool, err error) {
-	if err := unix.Fstatat(dirfd, name, &st, unix.AT_SYMLINK_NOFOLLOW); errors.Is(err, unix.ENOENT) {
-		return nil, st, false, nil
-	} else if err != nil {
-		return nil, st, false, fmt.Errorf("stat %q: %w", rel, err)
-	}
-	switch st.Mode & unix.S_IFMT {
-	case unix.S_IFREG:
-	case unix.S_IFLNK:
-		return nil, st, true, &repoError{path: rel, reason: "is a symbolic link in the repository; writes never follow links", refuse: true}
-	default:
-		// Never open anything else: opening a fifo or device has effects.
-		return nil, st, true, &repoError{path: rel, reason: fmt.Sprintf("is not a regular file (mode %#o)", st.Mode&unix.S_IFMT)}
-	}
-	fd, err := unix.Openat(dirfd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
+// readAt reads the regular file name in the directory d (see readFile):
+// never opened unless it is one, never through a link, and checked to be
+// the inode examined.
+func readAt(d *dirFD, name, rel string, max int64) (data []byte, st unix.Stat_t, exists bool, err error) {
+	f, st, err := d.dir.OpenRegular(name, nil)
 	switch {
-	case errors.Is(err, unix.ELOOP):
-		return nil, st, true, &repoError{path: rel, reason: "is a symbolic link in the repository; writes never follow links", refuse: true}
 	case errors.Is(err, unix.ENOENT):
 		return nil, st, false, nil
+	case errors.Is(err, unix.ELOOP), err != nil && st.Mode&unix.S_IFMT == unix.S_IFLNK:
+		return nil, st, true, &repoError{path: rel, reason: "is a symbolic link in the repository; writes never follow links", refuse: true}
+	case errors.Is(err, rootfs.ErrNotRegular):
+		// Never opened: opening a fifo or device has effects.
+		return nil, st, true, &repoError{path: rel, reason: fmt.Sprintf("is not a regular file (mode %#o)", st.Mode&unix.S_IFMT)}
+	case errors.Is(err, rootfs.ErrChanged):
+		return nil, st, true, &repoError{path: rel, reason: "changed while being read"}
 	case err != nil:
 		return nil, st, false, fmt.Errorf("opening %q: %w", rel, err)
 	}
-	defer unix.Close(fd)
-	var got unix.Stat_t
-	if err := unix.Fstat(fd, &got); err != nil {
-		return nil, st, false, fmt.Errorf("stat %q: %w", rel, err)
-	}
-	if got.Mode&unix.S_IFMT != unix.S_IFREG || got.Dev != st.Dev || got.Ino != st.Ino {
-		return nil, st, true, &repoError{path: rel, reason: "changed while being read"}
-	}
-	data, err = readAtMost(fd, got.Size, max)
+	defer f.Close()
+	data, err = rootfs.ReadAtMost(f, st.Size, max)
 	if err != nil {
 		return nil, st, false, fmt.Errorf("reading %q: %w", rel, err)
 	}
-	return data, got, true, nil
-}
-
-// readAtMost reads fd to its end but never more than max+1 bytes.
-func readAtMost(fd int, size, max int64) ([]byte, error) {
-	buf := make([]byte, 0, min(size, max)+1)
-	for int64(len(buf)) <= max {
-		if len(buf) == cap(buf) {
-			grow := min(int64(cap(buf)), max+1-int64(len(buf)))
-			buf = append(buf[:cap(buf)], make([]byte, grow)...)[:len(buf)]
-		}
-		n, err := unix.Read(fd, buf[len(buf):cap(buf)])
-		if errors.Is(err, unix.EINTR) || errors.Is(err, unix.EAGAIN) {
-			continue
-		}
-		if err != nil {
-			return nil, err
-		}
-		if n == 0 {
-			break
-		}
-		buf = buf[:len(buf)+n]
-	}
-	return buf, nil
+	return data, st, true, nil
 }
 
 // deepestDir walks the directories of rel's parent from the root and
@@ -294,50 +240,77 @@ func (r *repoFS) deepestDir(rel string) (dir, blocker string, err error) {
 	return dir, "", nil
 }
 
-// tempName returns a fresh name for a temporary file beside a target.
-func tempName() string {
-	var b [8]byte
-	_, _ = rand.Read(b[:])
-	return ".corral-apply-" + hex.EncodeToString(b[:]) + ".tmp"
+// writeFileAt creates the file name in the directory d (O_EXCL,
+// O_NOFOLLOW), writes data, sets mode and, when uid is not -1, the owner,
+// and, with sync, fsyncs it. A failure removes what it made.
+func writeFileAt(d *dirFD, name string, data []byte, mode uint32, uid, gid int, sync bool) error {
+	f, err := d.dir.OpenEntry(name, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL, 0o600)
+	if err != nil {
+		return fmt.Errorf("creating a temporary file in %q: %w", d.rel, err)
+	}
+	fd := int(f.Fd())
+	werr := writeAll(fd, data)
+	if werr == nil && uid >= 0 {
+		// Best effort: a non-root reviewer cannot give files away.
+		if err := unix.Fchown(fd, uid, gid); err != nil && !errors.Is(err, unix.EPERM) {
+			werr = err
+		}
+	}
+	if werr == nil {
+		werr = unix.Fchmod(fd, mode&0o777)
+	}
+	if werr == nil && sync {
+		werr = unix.Fsync(fd)
+	}
+	cerr := f.Close()
+	if werr == nil {
+		werr = cerr
+	}
+	if werr != nil {
+		_ = unix.Unlinkat(d.fd, name, 0)
+		return fmt.Errorf("writing a temporary file in %q: %w", d.rel, werr)
+	}
+	return nil
 }
 
-// writeTemp creates a new temporary file in the directory d (O_EXCL,
-// O_NOFOLLOW), writes data, sets mode and, when uid is not -1, the owner,
-// and fsyncs it. It returns the temporary name.
-func writeTemp(d *dirFD, data []byte, mode uint32, uid, gid int) (string, error) {
-	for range 8 {
-		name := tempName()
-		fd, err := unix.Openat(d.fd, name, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
-		if errors.Is(err, unix.EEXIST) {
-			continue
-		}
-		if err != nil {
-			return "", fmt.Errorf("creating a temporary file in %q: %w", d.rel, err)
-		}
-		werr := writeAll(fd, data)
-		if werr == nil && uid >= 0 {
-			// Best effort: a non-root reviewer cannot give files away.
-			if err := unix.Fchown(fd, uid, gid); err != nil && !errors.Is(err, unix.EPERM) {
-				werr = err
-			}
-		}
-		if werr == nil {
-			werr = unix.Fchmod(fd, mode&0o777)
-		}
-		if werr == nil {
-			werr = unix.Fsync(fd)
-		}
-		cerr := unix.Close(fd)
-		if werr == nil {
-			werr = cerr
-		}
-		if werr != nil {
-			_ = unix.Unlinkat(d.fd, name, 0)
-			return "", fmt.Errorf("writing a temporary file in %q: %w", d.rel, werr)
-		}
-		return name, nil
+// existsAt reports whether d holds an entry name (of any type).
+func existsAt(d *dirFD, name string) bool {
+	_, err := d.dir.Lstat(name, rootfs.NoSymlinks)
+	return err == nil
+}
+
+// hashAt returns the sha256 of the regular file name in d, read without
+// following a link (rootfs.Dir.OpenRegular); exists is false when there is
+// no such entry. Anything but a regular file is an error.
+func hashAt(d *dirFD, name string) (sum string, exists bool, err error) {
+	f, st, err := d.dir.OpenRegular(name, nil)
+	switch {
+	case errors.Is(err, unix.ENOENT):
+		return "", false, nil
+	case errors.Is(err, rootfs.ErrNotRegular):
+		return "", true, fmt.Errorf("%s/%s is not a regular file (mode %#o)", d.rel, name, st.Mode&unix.S_IFMT)
+	case err != nil:
+		return "", true, err
 	}
-	return "", fmt.Errorf("creating a temporary file in %q: %w", d.rel, unix.EEXIST)
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", true, err
+	}
+	return hex.EncodeToString(h.Sum(nil)), true, nil
+}
+
+// readDirNames lists the names in d, sorted.
+func readDirNames(d *dirFD) ([]string, error) {
+	entries, err := d.dir.ReadDir(0)
+	if err != nil {
+		return nil, err
+	}
+	names := make([]string, len(entries))
+	for i, e := range entries {
+		names[i] = e.Name()
+	}
+	return names, nil
 }
 
 func writeAll(fd int, b []byte) error {

@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/corral-sandbox/corral/allowlist"
-	"github.com/corral-sandbox/corral/mounts"
+	"github.com/corral-sandbox/corral/mounts/changeset"
 	"github.com/stretchr/testify/require"
 )
 
@@ -95,26 +95,26 @@ func read(t testing.TB, p string) string {
 
 // change builds a consistent Change from its path and contents ("" with
 // present false for an absent side).
-func modify(p, before, after string) mounts.Change {
-	return mounts.Change{Path: p, Kind: mounts.ChangeModify, BeforeSHA256: sha256Hex([]byte(before)), AfterSHA256: sha256Hex([]byte(after)),
+func modify(p, before, after string) changeset.Change {
+	return changeset.Change{Path: p, Kind: changeset.Modify, BeforeSHA256: changeset.SHA256([]byte(before)), AfterSHA256: changeset.SHA256([]byte(after)),
 		Size: int64(len(after)), Mode: 0o644, Before: []byte(before), After: []byte(after)}
 }
 
-func create(p, after string) mounts.Change {
-	return mounts.Change{Path: p, Kind: mounts.ChangeCreate, AfterSHA256: sha256Hex([]byte(after)),
+func create(p, after string) changeset.Change {
+	return changeset.Change{Path: p, Kind: changeset.Create, AfterSHA256: changeset.SHA256([]byte(after)),
 		Size: int64(len(after)), Mode: 0o644, After: []byte(after)}
 }
 
-func del(p, before string) mounts.Change {
-	return mounts.Change{Path: p, Kind: mounts.ChangeDelete, BeforeSHA256: sha256Hex([]byte(before)), Before: []byte(before)}
+func del(p, before string) changeset.Change {
+	return changeset.Change{Path: p, Kind: changeset.Delete, BeforeSHA256: changeset.SHA256([]byte(before)), Before: []byte(before)}
 }
 
-func set(changes ...mounts.Change) *mounts.ChangeSet {
-	return &mounts.ChangeSet{Changes: changes, Violations: []mounts.Violation{}}
+func set(changes ...changeset.Change) *changeset.Set {
+	return &changeset.Set{Changes: changes, Violations: []changeset.Problem{}}
 }
 
 // approveAll approves every change of cs as Review shows it.
-func approveAll(t testing.TB, cs *mounts.ChangeSet, scope allowlist.Scope) []Approval {
+func approveAll(t testing.TB, cs *changeset.Set, scope allowlist.Scope) []Approval {
 	t.Helper()
 	items, err := Review(cs, scope, Options{})
 	require.NoError(t, err)

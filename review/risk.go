@@ -8,7 +8,8 @@ import (
 	"unicode"
 
 	"github.com/corral-sandbox/corral/allowlist"
-	"github.com/corral-sandbox/corral/mounts"
+	"github.com/corral-sandbox/corral/internal/names"
+	"github.com/corral-sandbox/corral/mounts/changeset"
 )
 
 // Level is a risk class. The zero value is invalid; Low < Medium < High.
@@ -108,79 +109,6 @@ var docExtensions = map[string]bool{
 	".adoc": true, ".asciidoc": true, ".org": true, ".textile": true,
 }
 
-// steeringDirs are directory names (any component, any letter case) whose
-// files tools and agents load on their own: agent and editor configuration,
-// CI definitions, hooks.
-var steeringDirs = map[string]string{
-	".github":       "CI and repository configuration",
-	".gitlab":       "CI configuration",
-	".circleci":     "CI configuration",
-	".buildkite":    "CI configuration",
-	".husky":        "git hooks",
-	".githooks":     "git hooks",
-	".vscode":       "editor configuration",
-	".idea":         "editor configuration",
-	".zed":          "editor configuration",
-	".devcontainer": "container configuration",
-	".claude":       "agent configuration",
-	".cursor":       "agent configuration",
-	".opencode":     "agent configuration",
-	".continue":     "agent configuration",
-	".windsurf":     "agent configuration",
-	".gemini":       "agent configuration",
-	".codex":        "agent configuration",
-	".roo":          "agent configuration",
-	".kiro":         "agent configuration",
-	".amazonq":      "agent configuration",
-	".aider":        "agent configuration",
-	".cline":        "agent configuration",
-	".junie":        "agent configuration",
-	"node_modules":  "a package manager tree",
-}
-
-// steeringFiles are file names (last component, any letter case) that
-// tools and agents read or run on their own.
-var steeringFiles = map[string]string{
-	// agents
-	"agents.md": "agent instructions", "agent.md": "agent instructions",
-	"claude.md": "agent instructions", "claude.local.md": "agent instructions", "agents.override.md": "agent instructions",
-	"gemini.md": "agent instructions", "copilot-instructions.md": "agent instructions",
-	"opencode.json": "agent configuration", "opencode.jsonc": "agent configuration",
-	".mcp.json": "agent configuration", "mcp.json": "agent configuration",
-	".cursorrules": "agent instructions", ".windsurfrules": "agent instructions",
-	".clinerules": "agent instructions", ".roomodes": "agent configuration",
-	".aider.conf.yml": "agent configuration",
-	// package managers and builds
-	"package.json": "package manifest (install scripts)", "package-lock.json": "package lock",
-	"npm-shrinkwrap.json": "package lock", "yarn.lock": "package lock",
-	"pnpm-lock.yaml": "package lock", "pnpm-workspace.yaml": "package manifest",
-	".npmrc": "package manager configuration", ".yarnrc": "package manager configuration",
-	".yarnrc.yml": "package manager configuration", "bunfig.toml": "package manager configuration",
-	"pyproject.toml": "build configuration", "setup.py": "build script",
-	"setup.cfg": "build configuration", "conftest.py": "test hooks", "tox.ini": "build configuration",
-	"noxfile.py": "build script", "requirements.txt": "dependency list",
-	"go.mod": "module manifest", "go.sum": "module checksums", "go.work": "module manifest",
-	"cargo.toml": "build manifest", "build.rs": "build script", "build.gradle": "build script",
-	"build.gradle.kts": "build script", "settings.gradle": "build script", "pom.xml": "build manifest",
-	"gemfile": "dependency list", "rakefile": "build script", "makefile": "build script",
-	"gnumakefile": "build script", "justfile": "build script", "taskfile.yml": "build script",
-	"cmakelists.txt": "build script", "meson.build": "build script", "build.bazel": "build script",
-	"module.bazel": "build script",
-	// containers, CI, environment
-	"dockerfile": "container build", "containerfile": "container build",
-	"docker-compose.yml": "container configuration", "docker-compose.yaml": "container configuration",
-	"compose.yml": "container configuration", "compose.yaml": "container configuration",
-	"jenkinsfile": "CI definition", ".gitlab-ci.yml": "CI definition", ".travis.yml": "CI definition",
-	"azure-pipelines.yml": "CI definition", "bitbucket-pipelines.yml": "CI definition",
-	".pre-commit-config.yaml": "git hooks", ".envrc": "shell environment (direnv)",
-	".env": "environment file", ".tool-versions": "tool versions", "mise.toml": "tool configuration",
-	".mise.toml": "tool configuration", "devcontainer.json": "container configuration",
-	"codeowners": "review rules", ".editorconfig": "editor configuration",
-	".gitattributes": "git attributes (filters run programs)", ".gitmodules": "git submodules",
-	".gitconfig": "git configuration", ".lfsconfig": "git configuration",
-	"netlify.toml": "deploy configuration", "vercel.json": "deploy configuration",
-}
-
 // scriptExtensions are files that some tool may execute or import.
 var scriptExtensions = map[string]bool{
 	".sh": true, ".bash": true, ".zsh": true, ".fish": true, ".ps1": true, ".bat": true, ".cmd": true,
@@ -200,10 +128,10 @@ const largeChange = 256 << 10
 //
 // Rules, the highest one winning:
 //   - High: a deletion (a rename is a deletion plus a creation); any path
-//     component that tools or agents load on their own (agent
-//     instructions and configuration such as AGENTS.md, .mcp.json,
-//     .claude/; package manifests such as package.json; build scripts,
-//     CI definitions such as .github/workflows/; environment files); any
+//     the name table (internal/names) gives a risk: agent instructions
+//     and configuration such as AGENTS.md, .mcp.json, .claude/; secrets
+//     such as .env and *.pem; package manifests such as package.json;
+//     build scripts, CI definitions such as .github/workflows/; any other
 //     dotfile or dot-directory, ignore files included; content with
 //     bidirectional or invisible format characters (Trojan Source) or
 //     terminal control characters; in page mode, any path but the page.
@@ -215,7 +143,7 @@ const largeChange = 256 << 10
 //
 // Reasons lists every rule that matched, in the order above, and is never
 // empty.
-func Classify(ch mounts.Change, scope allowlist.Scope) Risk {
+func Classify(ch changeset.Change, scope allowlist.Scope) Risk {
 	var r riskBuilder
 	p := ch.Path
 	inPage := scope.Page != "" && p == scope.Page
@@ -223,52 +151,54 @@ func Classify(ch mounts.Change, scope allowlist.Scope) Risk {
 		r.add(High, "outside the assigned page %s", scope.Page)
 	}
 	switch ch.Kind {
-	case mounts.ChangeDelete:
+	case changeset.Delete:
 		r.add(High, "deletes a file")
-	case mounts.ChangeCreate, mounts.ChangeModify:
+	case changeset.Create, changeset.Modify:
 	default:
 		r.add(High, "unknown change kind %q", ch.Kind)
 	}
+	// Names tools and agents act on by themselves: the name table's risk
+	// column, compared folded (any letter case, width or trailing dot).
 	parts := strings.Split(p, "/")
-	for i, c := range parts {
-		lc := strings.ToLower(strings.TrimRight(c, ". "))
-		last := i == len(parts)-1
-		if why, ok := steeringDirs[lc]; ok && !last {
-			r.add(High, "%s/ holds %s that tools load on their own", strings.Join(parts[:i+1], "/"), why)
+	covered := make([]bool, len(parts))
+	for _, h := range names.Match(p, false) {
+		if h.Risk == "" {
 			continue
 		}
-		if why, ok := steeringFiles[lc]; ok && last {
-			r.add(High, "%s is %s that tools read on their own", c, why)
-			continue
-		}
-		if strings.HasPrefix(c, ".") {
-			switch {
-			case last && strings.HasSuffix(lc, "ignore"):
-				r.add(High, "%s is an ignore file: it changes what tools see", c)
-			case last:
-				r.add(High, "%s is a dotfile: tools read dotfiles as configuration", c)
-			default:
-				r.add(High, "%s/ is a dot-directory: tools read them as configuration", strings.Join(parts[:i+1], "/"))
-			}
+		r.add(High, "%s", h.Reason())
+		for k := h.First; k <= h.Last; k++ {
+			covered[k] = true
 		}
 	}
-	if lp := strings.ToLower(p); strings.Contains(lp, "/workflows/") || strings.HasPrefix(lp, "workflows/") {
-		r.add(High, "a workflows/ directory holds CI definitions")
+	// Any other dotfile or dot-directory.
+	for i, c := range parts {
+		if covered[i] || !strings.HasPrefix(c, ".") {
+			continue
+		}
+		last := i == len(parts)-1
+		switch {
+		case last && strings.HasSuffix(names.Fold(c), "ignore"):
+			r.add(High, "%s is an ignore file: it changes what tools see", c)
+		case last:
+			r.add(High, "%s is a dotfile: tools read dotfiles as configuration", c)
+		default:
+			r.add(High, "%s/ is a dot-directory: tools read them as configuration", strings.Join(parts[:i+1], "/"))
+		}
 	}
 	if why := suspiciousText(ch.After); why != "" {
 		r.add(High, "new content %s", why)
 	}
 
-	if ch.Kind == mounts.ChangeCreate && !inPage {
+	if ch.Kind == changeset.Create && !inPage {
 		r.add(Medium, "creates a new file")
 	}
 	ext := strings.ToLower(path.Ext(p))
 	switch {
 	case scriptExtensions[ext]:
 		r.add(Medium, "%s files are code that tools may run or import", ext)
-	case ext == "" && ch.Kind != mounts.ChangeDelete:
+	case ext == "" && ch.Kind != changeset.Delete:
 		r.add(Medium, "no file extension: not recognisably documentation")
-	case !docExtensions[ext] && ch.Kind != mounts.ChangeDelete:
+	case !docExtensions[ext] && ch.Kind != changeset.Delete:
 		r.add(Medium, "%s is not a documentation file type", ext)
 	}
 	if len(ch.After) > largeChange {

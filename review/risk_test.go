@@ -5,8 +5,8 @@ import (
 	"testing"
 
 	"github.com/corral-sandbox/corral/allowlist"
-	"github.com/corral-sandbox/corral/mounts"
-	"github.com/corral-sandbox/corral/profiles"
+	"github.com/corral-sandbox/corral/internal/names"
+	"github.com/corral-sandbox/corral/mounts/changeset"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -15,7 +15,7 @@ func TestClassify(t *testing.T) {
 	page := allowlist.Scope{Page: "openwiki/pages/a.md"}
 	tests := []struct {
 		name   string
-		ch     mounts.Change
+		ch     changeset.Change
 		scope  allowlist.Scope
 		want   Level
 		reason string
@@ -37,6 +37,10 @@ func TestClassify(t *testing.T) {
 		{"workflow", create("openwiki/ci/workflows/x.yml", "on: push\n"), dirScope, High, "workflows/"},
 		{"page mode sibling", modify("openwiki/pages/b.md", "a\n", "b\n"), page, High, "outside the assigned page"},
 		{"agent instructions, any case", create("openwiki/pages/Agents.MD", "x\n"), dirScope, High, "agent instructions"},
+		{"agent instructions, full width", create("openwiki/pages/ＡＧＥＮＴＳ.md", "x\n"), dirScope, High, "agent instructions"},
+		{"agent configuration, trailing dot", create("openwiki/.Claude./settings.json", "x\n"), dirScope, High, "openwiki/.Claude./ holds agent configuration"},
+		{"secret", create("openwiki/deploy/id_ed25519", "x\n"), dirScope, High, "a private key"},
+		{"steering directory below a dot-directory is named once", create("openwiki/.cursor/rules/a.mdc", "x\n"), dirScope, High, "openwiki/.cursor/ holds agent configuration"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -63,17 +67,24 @@ func TestClassifyCFG02(t *testing.T) {
 		r := Classify(create(p, "{}\n"), dirScope)
 		assert.Equal(t, High, r.Level, "%s: %v", p, r.Reasons)
 	}
-	// Refused by the name rules, as at collection.
-	for _, p := range []string{"openwiki/.gitattributes", "openwiki/.gitignore", "openwiki/.openwikiignore", "openwiki/.git/hooks/x", "openwiki/.claims/a.lock"} {
+	// Refused by the name rules, as at collection and as by the write
+	// policy, in every spelling that folds onto a reserved name.
+	for _, p := range []string{
+		"openwiki/.gitattributes", "openwiki/.gitignore", "openwiki/.openwikiignore", "openwiki/.git/hooks/x", "openwiki/.claims/a.lock",
+		"openwiki/.claims./a.lock", "openwiki/.claims /a.lock", "openwiki/．claims/a.lock", "openwiki/.ｇｉｔ/config", "openwiki/GIT~1/x",
+	} {
 		assert.NotEmpty(t, checkPath(p, dirScope, nil), p)
 	}
 }
 
-// Every agent-config name the profiles hide is high risk when written.
-func TestClassifyAgentConfigIsHigh(t *testing.T) {
-	for _, e := range profiles.AgentConfig {
-		p := "openwiki/" + strings.TrimSuffix(e, "/")
-		if strings.HasSuffix(e, "/") {
+// Every name of a built-in hide list is high risk when written.
+func TestClassifyHideListsAreHigh(t *testing.T) {
+	for _, e := range names.Entries() {
+		if e.Hide == "" {
+			continue
+		}
+		p := "openwiki/" + strings.ReplaceAll(strings.TrimSuffix(e.Pattern, "/"), "*", "x")
+		if strings.HasSuffix(e.Pattern, "/") {
 			p += "/x.md"
 		}
 		r := Classify(create(p, "x\n"), dirScope)
@@ -81,7 +92,7 @@ func TestClassifyAgentConfigIsHigh(t *testing.T) {
 	}
 }
 
-// The name rules here and in mounts agree: a path mounts.Patch refuses is
+// The name rules here and in mounts agree: a path changeset.Patch refuses is
 // refused here, and the reverse.
 func TestNameRulesMatchMounts(t *testing.T) {
 	for _, name := range []string{
@@ -90,7 +101,7 @@ func TestNameRulesMatchMounts(t *testing.T) {
 		"a\u200bb.md", "a\u2028b.md", "a\x7fb.md", "é.md", "a b.md", ".hidden", "x..md", "...",
 	} {
 		cs := set(create("openwiki/"+name+"/x.md", "x\n"))
-		_, perr := mounts.Patch(cs)
+		_, perr := changeset.Patch(cs)
 		reason := checkPath("openwiki/"+name+"/x.md", dirScope, nil)
 		assert.Equal(t, perr != nil, reason != "", "%q: mounts says %v, review says %q", name, perr, reason)
 	}

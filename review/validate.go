@@ -2,280 +2,339 @@ package review
 
 import (
 	"bytes"
-	"crypto/sha256"
-	"encoding/hex"
+	"errors"
 	"fmt"
 	"path"
 	"slices"
 	"strings"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/containerd/errdefs"
 	"github.com/corral-sandbox/corral/allowlist"
-	"github.com/corral-sandbox/corral/mounts"
+	"github.com/corral-sandbox/corral/internal/names"
+	"github.com/corral-sandbox/corral/mounts/changeset"
 )
 
-// checkScope validates the trusted write scope: exactly one of Dir and Page,
-// canonical, not read-only.
+// checkScope validates the trusted write scope for review: canonical
+// (allowlist.Scope.Validate), exactly one of Dir and Page, not read-only.
 func checkScope(scope allowlist.Scope) error {
-	if scope.ReadOnly {
-		return &RefusedError{Problems: []Problem{{Path: ".", Reason: "the session is read-only: nothing can be applied"}}}
+	if err := scope.Validate(); err != nil {
+		return err
 	}
-	if (scope.Dir == "") == (scope.Page == "") {
+	if (scope.Dir == "") == (scope.Page == "") && !scope.ReadOnly {
 		return fmt.Errorf("write scope must set exactly one of a directory and a page: %w", errdefs.ErrInvalidArgument)
 	}
-	for _, p := range []string{scope.Dir, scope.Page} {
-		if p == "" {
-			continue
-		}
-		if c, err := allowlist.CleanPath(p); err != nil || c != p {
-			return fmt.Errorf("write scope %q is not a canonical repository path: %w", p, errdefs.ErrInvalidArgument)
-		}
-	}
-	if scope.Page == "." {
-		return fmt.Errorf("write scope page cannot be the repository root: %w", errdefs.ErrInvalidArgument)
+	if !scope.Writable() {
+		return &RefusedError{Problems: []Problem{{Path: ".", Reason: "the session is read-only: nothing can be applied"}}}
 	}
 	return nil
 }
 
-// checkPath applies the write policy to one repo-relative path taken from a
-// change set or patch and returns "" or the reason it is refused: the same
-// canonicalisation as every write (allowlist.CleanPath, and the path must
-// already be in canonical spelling), the name rules of mounts.Collect for
-// each component, the scope by whole components (exactly the page in page
-// mode), and, when view is not nil, allowlist.CheckWrite (hidden paths,
-// .git and .claims at any depth, symlinks the view resolves out of scope).
+// pathChecks are the write policy for one repo-relative path taken from a
+// change set or patch, in order; the first that fails names the reason.
+// They are the same rules as every write of the sandbox: the
+// canonicalisation of allowlist.CleanPath, the name table's reserved names
+// (folded) and the collector's character rules for each component, the
+// scope by whole components, and, with a view, allowlist.CheckWrite
+// (hidden paths, links the view resolves out of scope).
+var pathChecks = []func(p string, scope allowlist.Scope, view allowlist.View) string{
+	checkCanonical,
+	checkNames,
+	checkInScope,
+	checkView,
+}
+
+// checkPath runs pathChecks and returns "" or the first reason.
 func checkPath(p string, scope allowlist.Scope, view allowlist.View) string {
-	c, err := allowlist.CleanPath(p)
-	if err != nil {
-		if r, ok := err.(*allowlist.Refusal); ok {
-			return r.Rule
-		}
-		return err.Error()
-	}
-	if c != p {
-		return fmt.Sprintf("path is not in canonical form (it means %q)", c)
-	}
-	if c == "." {
-		return "the repository root is not a file"
-	}
-	for _, name := range strings.Split(p, "/") {
-		if reason := checkName(name); reason != "" {
+	for _, check := range pathChecks {
+		if reason := check(p, scope, view); reason != "" {
 			return reason
-		}
-	}
-	switch {
-	case scope.Page != "" && p != scope.Page:
-		return "outside the write scope: only the assigned page " + scope.Page + " is writable"
-	case scope.Dir != "" && scope.Dir != "." && p != scope.Dir && !strings.HasPrefix(p, scope.Dir+"/"):
-		return "outside the write scope " + scope.Dir + "/"
-	case scope.Dir != "" && p == scope.Dir:
-		return "the write scope's directory itself is not a file"
-	}
-	if view != nil {
-		if _, err := allowlist.CheckWrite(view, scope, p); err != nil {
-			if r, ok := err.(*allowlist.Refusal); ok {
-				return r.Rule
-			}
-			return err.Error()
 		}
 	}
 	return ""
 }
 
-// checkName is the per-component name rule of mounts.Collect, applied
-// again at review (see mounts.CheckName).
-func checkName(name string) string { return mounts.CheckName(name) }
+// ruleOf is the rule of a *allowlist.Refusal, or the error's text.
+func ruleOf(err error) string {
+	var r *allowlist.Refusal
+	if errors.As(err, &r) {
+		return r.Rule
+	}
+	return err.Error()
+}
+
+func checkCanonical(p string, _ allowlist.Scope, _ allowlist.View) string {
+	c, err := allowlist.CleanPath(p)
+	switch {
+	case err != nil:
+		return ruleOf(err)
+	case c != p:
+		return fmt.Sprintf("path is not in canonical form (it means %q)", c)
+	case c == ".":
+		return "the repository root is not a file"
+	}
+	return ""
+}
+
+func checkNames(p string, _ allowlist.Scope, _ allowlist.View) string {
+	if rule := names.ReservedPath(p); rule != "" {
+		return rule
+	}
+	for _, name := range strings.Split(p, "/") {
+		if reason := changeset.CheckName(name); reason != "" {
+			return reason
+		}
+	}
+	return ""
+}
+
+func checkInScope(p string, scope allowlist.Scope, _ allowlist.View) string {
+	if err := scope.Check(p); err != nil {
+		return ruleOf(err)
+	}
+	if scope.Dir != "" && p == scope.Dir {
+		return "the write scope's directory itself is not a file"
+	}
+	return ""
+}
+
+func checkView(p string, scope allowlist.Scope, view allowlist.View) string {
+	if view == nil {
+		return ""
+	}
+	if _, err := allowlist.CheckWrite(view, scope, p); err != nil {
+		return ruleOf(err)
+	}
+	return ""
+}
 
 // checked is a change that passed validation, with its digests recomputed
 // from its bytes.
 type checked struct {
-	ch     mounts.Change
+	ch     changeset.Change
 	before string // sha256 of ch.Before, "" for a create
 	after  string // sha256 of ch.After, "" for a delete
 	risk   Risk
 	token  string
 }
 
+// validation is the state the checks of validate share.
+type validation struct {
+	scope    allowlist.Scope
+	view     allowlist.View
+	lim      changeset.Limits
+	cs       *changeset.Set
+	changes  []changeset.Change // cs.Changes in path order
+	out      []checked
+	total    int64
+	problems []Problem
+}
+
+func (v *validation) refuse(p, format string, args ...any) {
+	v.problems = append(v.problems, Problem{Path: changeset.Printable(p), Reason: fmt.Sprintf(format, args...)})
+}
+
+// setChecks judge the change set as a whole before its changes, in order.
+// An error stops validation (with what was found so far).
+var setChecks = []func(*validation) error{
+	func(v *validation) error { return checkScope(v.scope) },
+	func(v *validation) error {
+		if v.cs == nil {
+			return fmt.Errorf("nil change set: %w", errdefs.ErrInvalidArgument)
+		}
+		return nil
+	},
+	func(v *validation) error {
+		for _, x := range v.cs.Violations {
+			v.problems = append(v.problems, Problem{Path: x.Path, Reason: "rejected at collection: " + x.Reason})
+		}
+		return nil
+	},
+	func(v *validation) error {
+		if len(v.cs.Changes) > v.lim.MaxFiles {
+			v.refuse(".", "more than %d changes", v.lim.MaxFiles)
+			return &RefusedError{Problems: v.problems}
+		}
+		return nil
+	},
+}
+
+// changeChecks judge one change, in order; the first to return a reason
+// refuses the change, and the next change is judged. They may fill in c
+// (digests) for the checks after them.
+var changeChecks = []func(v *validation, i int, c *checked) string{
+	checkUnique,
+	checkChangePath,
+	checkDepth,
+	checkKind,
+	checkContent,
+	checkContentChanged,
+	checkMode,
+	checkSize,
+}
+
+// totalChecks judge the changes that passed, together, in order; each
+// records its problems.
+var totalChecks = []func(*validation){
+	checkTotalBytes,
+	checkFileAndDirectory,
+}
+
 // validate checks cs against the write policy, the collection rules and
 // lim, trusting none of its metadata, and returns each change with its
 // digests and risk recomputed from the bytes, in path order. Every problem
-// found is listed in one *RefusedError.
-func validate(cs *mounts.ChangeSet, scope allowlist.Scope, view allowlist.View, lim mounts.Limits) ([]checked, error) {
-	if err := checkScope(scope); err != nil {
-		return nil, err
-	}
-	if cs == nil {
-		return nil, fmt.Errorf("nil change set: %w", errdefs.ErrInvalidArgument)
-	}
-	var problems []Problem
-	refuse := func(p, format string, args ...any) {
-		problems = append(problems, Problem{Path: printable(p), Reason: fmt.Sprintf(format, args...)})
-	}
-	for _, v := range cs.Violations {
-		problems = append(problems, Problem{Path: v.Path, Reason: "rejected at collection: " + v.Reason})
-	}
-	lim = withDefaults(lim)
-	if len(cs.Changes) > lim.MaxFiles {
-		refuse(".", "more than %d changes", lim.MaxFiles)
-		return nil, &RefusedError{Problems: problems}
-	}
-	changes := slices.Clone(cs.Changes)
-	slices.SortStableFunc(changes, func(a, b mounts.Change) int { return strings.Compare(a.Path, b.Path) })
-	out := make([]checked, 0, len(changes))
-	var total int64
-	for i, ch := range changes {
-		p := ch.Path
-		if i > 0 && changes[i-1].Path == p {
-			refuse(p, "more than one change for the same path")
-			continue
+// found is listed in one *RefusedError. The checks are data: setChecks,
+// then changeChecks for each change, then totalChecks.
+func validate(cs *changeset.Set, scope allowlist.Scope, view allowlist.View, lim changeset.Limits) ([]checked, error) {
+	v := &validation{scope: scope, view: view, lim: lim.WithDefaults(), cs: cs}
+	for _, check := range setChecks {
+		if err := check(v); err != nil {
+			return nil, err
 		}
-		if reason := checkPath(p, scope, view); reason != "" {
-			refuse(p, "%s", reason)
-			continue
-		}
-		if d := depthBelow(p, scope); d > lim.MaxDepth {
-			refuse(p, "deeper than %d path components", lim.MaxDepth)
-			continue
-		}
-		c := checked{ch: ch}
-		hasBefore, hasAfter := false, false
-		switch ch.Kind {
-		case mounts.ChangeCreate:
-			hasAfter = true
-		case mounts.ChangeModify:
-			hasBefore, hasAfter = true, true
-		case mounts.ChangeDelete:
-			hasBefore = true
-			if scope.Page != "" {
-				refuse(p, "page mode cannot delete the page")
-				continue
+	}
+	v.changes = slices.Clone(cs.Changes)
+	slices.SortStableFunc(v.changes, func(a, b changeset.Change) int { return strings.Compare(a.Path, b.Path) })
+	v.out = make([]checked, 0, len(v.changes))
+next:
+	for i := range v.changes {
+		c := checked{ch: v.changes[i]}
+		for _, check := range changeChecks {
+			if reason := check(v, i, &c); reason != "" {
+				v.refuse(c.ch.Path, "%s", reason)
+				continue next
 			}
-		default:
-			refuse(p, "unknown change kind %q", ch.Kind)
-			continue
 		}
-		bad := false
-		side := func(name string, present bool, claimed string, data []byte) string {
-			switch {
-			case !present && (claimed != "" || len(data) > 0):
-				refuse(p, "a %s carries %s content", ch.Kind, name)
-				bad = true
-			case !present:
-			case int64(len(data)) > lim.MaxFileBytes:
-				refuse(p, "%s content of %d bytes exceeds the limit of %d bytes", name, len(data), lim.MaxFileBytes)
-				bad = true
-			case claimed != sha256Hex(data):
-				refuse(p, "%s sha256 %q does not match its bytes", name, claimed)
-				bad = true
-			case isBinary(data):
-				refuse(p, "%s content is binary (a NUL byte or invalid UTF-8)", name)
-				bad = true
-			default:
-				total += int64(len(data))
-				return sha256Hex(data)
-			}
-			return ""
+		c.risk = Classify(c.ch, scope)
+		c.token = tokenOf(c.ch.Path, c.ch.Kind, c.before, c.after, c.risk.Level)
+		v.total += int64(len(c.ch.Before)) + int64(len(c.ch.After))
+		v.out = append(v.out, c)
+	}
+	for _, check := range totalChecks {
+		check(v)
+	}
+	if len(v.problems) > 0 {
+		return nil, &RefusedError{Problems: v.problems}
+	}
+	return v.out, nil
+}
+
+func checkUnique(v *validation, i int, c *checked) string {
+	if i > 0 && v.changes[i-1].Path == c.ch.Path {
+		return "more than one change for the same path"
+	}
+	return ""
+}
+
+func checkChangePath(v *validation, _ int, c *checked) string {
+	return checkPath(c.ch.Path, v.scope, v.view)
+}
+
+func checkDepth(v *validation, _ int, c *checked) string {
+	if d := depthBelow(c.ch.Path, v.scope); d > v.lim.MaxDepth {
+		return fmt.Sprintf("deeper than %d path components", v.lim.MaxDepth)
+	}
+	return ""
+}
+
+func checkKind(v *validation, _ int, c *checked) string {
+	switch c.ch.Kind {
+	case changeset.Create, changeset.Modify:
+	case changeset.Delete:
+		if v.scope.Page != "" {
+			return "page mode cannot delete the page"
 		}
-		c.before = side("before", hasBefore, ch.BeforeSHA256, ch.Before)
-		c.after = side("after", hasAfter, ch.AfterSHA256, ch.After)
+	default:
+		return fmt.Sprintf("unknown change kind %q", c.ch.Kind)
+	}
+	return ""
+}
+
+// checkContent checks each side the kind has (before for a modify or a
+// delete, after for a create or a modify) against the limit, its claimed
+// digest and text-ness, and records the digests; a side the kind does
+// not have must be empty.
+func checkContent(v *validation, _ int, c *checked) string {
+	ch := c.ch
+	hasBefore := ch.Kind != changeset.Create
+	hasAfter := ch.Kind != changeset.Delete
+	side := func(name string, present bool, claimed string, data []byte) (string, string) {
 		switch {
-		case bad:
-			continue
-		case ch.Kind == mounts.ChangeModify && bytes.Equal(ch.Before, ch.After):
-			refuse(p, "a modify without a content change")
-			continue
-		case ch.Mode&^0o777 != 0 || ch.Mode&0o111 != 0:
-			refuse(p, "mode %v: only regular files without executable bits can be applied", ch.Mode)
-			continue
-		case ch.Size != int64(len(ch.After)):
-			refuse(p, "size %d does not match the %d bytes it carries", ch.Size, len(ch.After))
-			continue
+		case !present && (claimed != "" || len(data) > 0):
+			return "", fmt.Sprintf("a %s carries %s content", ch.Kind, name)
+		case !present:
+			return "", ""
+		case int64(len(data)) > v.lim.MaxFileBytes:
+			return "", fmt.Sprintf("%s content of %d bytes exceeds the limit of %d bytes", name, len(data), v.lim.MaxFileBytes)
+		case claimed != changeset.SHA256(data):
+			return "", fmt.Sprintf("%s sha256 %q does not match its bytes", name, claimed)
+		case changeset.IsBinary(data):
+			return "", fmt.Sprintf("%s content is binary (a NUL byte or invalid UTF-8)", name)
 		}
-		c.risk = Classify(ch, scope)
-		c.token = tokenOf(p, ch.Kind, c.before, c.after, c.risk.Level)
-		out = append(out, c)
+		return changeset.SHA256(data), ""
 	}
-	if total > lim.MaxTotalBytes {
-		refuse(".", "change set holds %d bytes, over the limit of %d bytes", total, lim.MaxTotalBytes)
+	var reason string
+	if c.before, reason = side("before", hasBefore, ch.BeforeSHA256, ch.Before); reason != "" {
+		return reason
 	}
-	// A path cannot be both a file that is written and the directory of
-	// another written file. (A deleted file may become a directory and a
-	// deleted directory a file: those are type changes.)
+	c.after, reason = side("after", hasAfter, ch.AfterSHA256, ch.After)
+	return reason
+}
+
+func checkContentChanged(_ *validation, _ int, c *checked) string {
+	if c.ch.Kind == changeset.Modify && bytes.Equal(c.ch.Before, c.ch.After) {
+		return "a modify without a content change"
+	}
+	return ""
+}
+
+func checkMode(_ *validation, _ int, c *checked) string {
+	if c.ch.Mode&^0o777 != 0 || c.ch.Mode&0o111 != 0 {
+		return fmt.Sprintf("mode %v: only regular files without executable bits can be applied", c.ch.Mode)
+	}
+	return ""
+}
+
+func checkSize(_ *validation, _ int, c *checked) string {
+	if c.ch.Size != int64(len(c.ch.After)) {
+		return fmt.Sprintf("size %d does not match the %d bytes it carries", c.ch.Size, len(c.ch.After))
+	}
+	return ""
+}
+
+func checkTotalBytes(v *validation) {
+	if v.total > v.lim.MaxTotalBytes {
+		v.refuse(".", "change set holds %d bytes, over the limit of %d bytes", v.total, v.lim.MaxTotalBytes)
+	}
+}
+
+// checkFileAndDirectory: a path cannot be both a file that is written and
+// the directory of another written file. (A deleted file may become a
+// directory and a deleted directory a file: those are type changes.)
+func checkFileAndDirectory(v *validation) {
 	written := map[string]bool{}
-	for _, c := range out {
-		if c.ch.Kind != mounts.ChangeDelete {
+	for _, c := range v.out {
+		if c.ch.Kind != changeset.Delete {
 			written[c.ch.Path] = true
 		}
 	}
-	for _, c := range out {
-		if c.ch.Kind == mounts.ChangeDelete {
+	for _, c := range v.out {
+		if c.ch.Kind == changeset.Delete {
 			continue
 		}
 		for d := path.Dir(c.ch.Path); d != "." && d != "/"; d = path.Dir(d) {
 			if written[d] {
-				refuse(c.ch.Path, "its directory %s is written as a file in the same change set", d)
+				v.refuse(c.ch.Path, "its directory %s is written as a file in the same change set", d)
 			}
 		}
 	}
-	if len(problems) > 0 {
-		return nil, &RefusedError{Problems: problems}
-	}
-	return out, nil
 }
 
 // depthBelow counts the components of p below the scope's directory (or
 // the page's directory).
 func depthBelow(p string, scope allowlist.Scope) int {
-	base := scope.Dir
-	if scope.Page != "" {
-		base = path.Dir(scope.Page)
-	}
+	base := scope.Base()
 	n := strings.Count(p, "/") + 1
 	if base != "." && base != "" {
 		n -= strings.Count(base, "/") + 1
 	}
 	return n
-}
-
-func withDefaults(l mounts.Limits) mounts.Limits {
-	d := mounts.DefaultLimits()
-	if l.MaxFileBytes <= 0 {
-		l.MaxFileBytes = d.MaxFileBytes
-	}
-	if l.MaxTotalBytes <= 0 {
-		l.MaxTotalBytes = d.MaxTotalBytes
-	}
-	if l.MaxFiles <= 0 {
-		l.MaxFiles = d.MaxFiles
-	}
-	if l.MaxDepth <= 0 {
-		l.MaxDepth = d.MaxDepth
-	}
-	return l
-}
-
-func sha256Hex(b []byte) string {
-	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:])
-}
-
-// isBinary reports content a text patch cannot carry: a NUL byte or invalid
-// UTF-8.
-func isBinary(b []byte) bool {
-	return bytes.IndexByte(b, 0) >= 0 || !utf8.Valid(b)
-}
-
-// printable returns p, or p Go-quoted when it is not safe to print.
-func printable(p string) string {
-	if !utf8.ValidString(p) || strings.HasPrefix(p, `"`) {
-		return fmt.Sprintf("%+q", p)
-	}
-	for _, r := range p {
-		if unicode.Is(unicode.Cc, r) || unicode.Is(unicode.Cf, r) || r == '\u2028' || r == '\u2029' {
-			return fmt.Sprintf("%+q", p)
-		}
-	}
-	return p
 }

@@ -34,9 +34,9 @@ type Config struct {
 	// Image is the tools image; "" means DefaultImageRef, which is built
 	// from host binaries on first use.
 	Image string
-	// Cold creates every container on the call's critical path even when
-	// the image has corral-init: for one-call processes (the CLI), where a
-	// container prepared ahead would be thrown away, and for comparisons.
+	// Cold creates every container on the call's critical path instead of
+	// ahead of it: for one-call processes (the CLI), where a container
+	// created ahead would be thrown away, and for comparisons.
 	Cold bool
 	// AuditFile, when set, receives a copy of the audit events, which
 	// always go to StateDir/audit.log.
@@ -55,6 +55,9 @@ type Executor struct {
 
 	imgOnce sync.Mutex
 	img     containerd.Image
+
+	initOnce sync.Mutex
+	init     string // see initBinary
 }
 
 // privateAddress is where hack/setup.sh starts a private containerd.
@@ -159,17 +162,6 @@ func (e *Executor) runtimeOptions() any {
 	return &options.Options{Root: filepath.Join(e.cfg.StateDir, "runc")}
 }
 
-// staleInit reports whether the image's corral-init differs from the one
-// this corral would put there.
-func staleInit(labels map[string]string) bool {
-	p := FindInit()
-	if p == "" {
-		return false
-	}
-	sum, err := fileSHA256(p)
-	return err == nil && labels[labelInit] != sum
-}
-
 // image returns the tools image, building the default one on first use.
 func (e *Executor) image(ctx context.Context) (containerd.Image, error) {
 	e.imgOnce.Lock()
@@ -178,13 +170,6 @@ func (e *Executor) image(ctx context.Context) (containerd.Image, error) {
 		return e.img, nil
 	}
 	img, err := e.client.GetImage(ctx, e.cfg.Image)
-	if err == nil && e.cfg.Image == DefaultImageRef && (staleInit(img.Labels()) || staleHelper(img.Labels())) {
-		fmt.Fprintf(e.cfg.Log, "corral: rebuilding image %s (corral-init or corral changed)\n", e.cfg.Image)
-		if _, err := BuildImage(ctx, e.client, DefaultImageSpec()); err != nil {
-			return nil, fmt.Errorf("building image %s: %w", e.cfg.Image, err)
-		}
-		img, err = e.client.GetImage(ctx, e.cfg.Image)
-	}
 	switch {
 	case err == nil:
 	case errdefs.IsNotFound(err) && e.cfg.Image == DefaultImageRef:

@@ -18,13 +18,14 @@ import (
 	"github.com/containerd/errdefs"
 	"github.com/corral-sandbox/corral/allowlist"
 	"github.com/corral-sandbox/corral/audit"
+	"github.com/corral-sandbox/corral/internal/initctl"
 	"github.com/corral-sandbox/corral/sandbox/fsop"
 )
 
 // The file tools (Read, List, Glob, Search, Write, Edit) run inside a fresh
-// container of the session, like commands, through corral's own binary in
-// the image (`corral fs ...`, sandbox/fsop): the kernel boundary holds for
-// them exactly as for commands. Before anything runs, the host applies the
+// container of the session, like commands, through corral-init's fs mode
+// (package sandbox/fsop), which every container has whatever its image:
+// the kernel boundary holds for them exactly as for commands. Before anything runs, the host applies the
 // policy:
 //
 //   - every path is canonicalized and checked against the view
@@ -98,7 +99,7 @@ type SearchOptions struct {
 // default 2000 lines; a binary file is reported, not shown. The result's
 // SHA256 is the revision Edit expects.
 func (s *Session) Read(ctx context.Context, unsafePath string, o ReadOptions) (_ *fsop.ReadResult, retErr error) {
-	defer func() { s.auditFileRefusal("read", unsafePath, retErr) }()
+	defer func() { retErr = s.auditFileRefusal("read", unsafePath, retErr) }()
 	p, err := allowlist.CheckRead(s.view, unsafePath)
 	if err != nil {
 		return nil, err
@@ -106,7 +107,7 @@ func (s *Session) Read(ctx context.Context, unsafePath string, o ReadOptions) (_
 	if o.Offset < 0 || o.Limit < 0 {
 		return nil, fmt.Errorf("read: %w: offset and limit may not be negative", errdefs.ErrInvalidArgument)
 	}
-	argv := []string{helperName, "fs", "read", "--offset", strconv.FormatInt(o.Offset, 10), "--limit", strconv.FormatInt(o.Limit, 10)}
+	argv := []string{"read", "--offset", strconv.FormatInt(o.Offset, 10), "--limit", strconv.FormatInt(o.Limit, 10)}
 	if o.Bytes {
 		argv = append(argv, "--bytes")
 	}
@@ -121,13 +122,13 @@ func (s *Session) Read(ctx context.Context, unsafePath string, o ReadOptions) (_
 // List returns the entries of the directory at unsafePath ("." for the
 // repository root), hidden ones never included.
 func (s *Session) List(ctx context.Context, unsafePath string) (_ *fsop.ListResult, retErr error) {
-	defer func() { s.auditFileRefusal("list", unsafePath, retErr) }()
+	defer func() { retErr = s.auditFileRefusal("list", unsafePath, retErr) }()
 	p, err := allowlist.CheckRead(s.view, unsafePath)
 	if err != nil {
 		return nil, err
 	}
 	var res fsop.ListResult
-	if err := s.runHelper(ctx, "list", p, []string{helperName, "fs", "list", "--max-output", strconv.Itoa(s.helperOutput()), "--", p}, &res); err != nil {
+	if err := s.runHelper(ctx, "list", p, []string{"list", "--max-output", strconv.Itoa(s.helperOutput()), "--", p}, &res); err != nil {
 		return nil, err
 	}
 	res.Entries = s.visible(res.Entries)
@@ -139,7 +140,7 @@ func (s *Session) List(ctx context.Context, unsafePath string) (_ *fsop.ListResu
 // patterns that are not canonical relative paths, root-wide globs, globs
 // aimed at .git, and globs whose fixed leading directory is hidden.
 func (s *Session) Glob(ctx context.Context, pattern string, max int) (_ *fsop.GlobResult, retErr error) {
-	defer func() { s.auditFileRefusal("glob", pattern, retErr) }()
+	defer func() { retErr = s.auditFileRefusal("glob", pattern, retErr) }()
 	refuse := func(rule string) error {
 		return &allowlist.Refusal{Kind: allowlist.KindPath, Index: -1, Token: clipToken(pattern), Rule: rule}
 	}
@@ -173,7 +174,7 @@ func (s *Session) Glob(ctx context.Context, pattern string, max int) (_ *fsop.Gl
 		return nil, fmt.Errorf("glob: %w: negative limit", errdefs.ErrInvalidArgument)
 	}
 	var res fsop.GlobResult
-	if err := s.runHelper(ctx, "glob", pattern, []string{helperName, "fs", "glob", "--max", strconv.Itoa(max), "--max-output", strconv.Itoa(s.helperOutput()), "--", pattern}, &res); err != nil {
+	if err := s.runHelper(ctx, "glob", pattern, []string{"glob", "--max", strconv.Itoa(max), "--max-output", strconv.Itoa(s.helperOutput()), "--", pattern}, &res); err != nil {
 		return nil, err
 	}
 	res.Matches = s.visible(res.Matches)
@@ -187,7 +188,7 @@ const MaxRegexpBytes = fsop.MaxPatternBytes
 // syntax: no backtracking blow-up) in the file or below the directory at
 // unsafePath ("." for the whole view), hidden files never included.
 func (s *Session) Search(ctx context.Context, expr, unsafePath string, o SearchOptions) (_ *fsop.SearchResult, retErr error) {
-	defer func() { s.auditFileRefusal("search", unsafePath, retErr) }()
+	defer func() { retErr = s.auditFileRefusal("search", unsafePath, retErr) }()
 	p, err := allowlist.CheckRead(s.view, unsafePath)
 	if err != nil {
 		return nil, err
@@ -211,7 +212,7 @@ func (s *Session) Search(ctx context.Context, expr, unsafePath string, o SearchO
 	if o.MaxResults < 0 {
 		return nil, fmt.Errorf("search: %w: negative limit", errdefs.ErrInvalidArgument)
 	}
-	argv := []string{helperName, "fs", "search", "--max", strconv.Itoa(o.MaxResults), "--max-output", strconv.Itoa(s.helperOutput())}
+	argv := []string{"search", "--max", strconv.Itoa(o.MaxResults), "--max-output", strconv.Itoa(s.helperOutput())}
 	if o.Include != "" {
 		argv = append(argv, "--include", o.Include)
 	}
@@ -239,7 +240,7 @@ func (s *Session) Search(ctx context.Context, expr, unsafePath string, o SearchO
 // must exist with that revision (else a FileError of fsop.CodeConflict).
 // Missing parent directories inside the write scope are created.
 func (s *Session) Write(ctx context.Context, unsafePath string, content []byte, expectedSHA256 string) (_ *fsop.WriteResult, retErr error) {
-	defer func() { s.auditFileRefusal("write", unsafePath, retErr) }()
+	defer func() { retErr = s.auditFileRefusal("write", unsafePath, retErr) }()
 	p, err := s.checkWrite(unsafePath)
 	if err != nil {
 		return nil, err
@@ -265,7 +266,7 @@ func (s *Session) Write(ctx context.Context, unsafePath string, content []byte, 
 		return nil, err
 	}
 	defer cleanup()
-	argv := []string{helperName, "fs", "write", "--content", staged}
+	argv := []string{"write", "--content", staged}
 	if expectedSHA256 != "" {
 		argv = append(argv, "--expect-sha256", expectedSHA256)
 	}
@@ -282,7 +283,7 @@ func (s *Session) Write(ctx context.Context, unsafePath string, content []byte, 
 // of fsop.CodeConflict). oldText must occur exactly once, or, with all, at
 // least once.
 func (s *Session) Edit(ctx context.Context, unsafePath, oldText, newText, expectedSHA256 string, all bool) (_ *fsop.WriteResult, retErr error) {
-	defer func() { s.auditFileRefusal("edit", unsafePath, retErr) }()
+	defer func() { retErr = s.auditFileRefusal("edit", unsafePath, retErr) }()
 	p, err := s.checkWrite(unsafePath)
 	if err != nil {
 		return nil, err
@@ -316,7 +317,7 @@ func (s *Session) Edit(ctx context.Context, unsafePath, oldText, newText, expect
 		return nil, err
 	}
 	defer cleanNew()
-	argv := []string{helperName, "fs", "edit", "--old", oldFile, "--new", newFile, "--expect-sha256", expectedSHA256}
+	argv := []string{"edit", "--old", oldFile, "--new", newFile, "--expect-sha256", expectedSHA256}
 	if all {
 		argv = append(argv, "--all")
 	}
@@ -328,21 +329,11 @@ func (s *Session) Edit(ctx context.Context, unsafePath, oldText, newText, expect
 	return &res, nil
 }
 
-// protectedNames are files an agent never writes: the hidden set was
-// computed from the ignore files when the session started, and the change
-// set rejects ignore and git control files whatever their content.
-var protectedNames = map[string]bool{".openwikiignore": true, ".gitignore": true, ".gitattributes": true, ".gitmodules": true}
-
+// checkWrite is the write policy of the file tools: allowlist.CheckWrite,
+// which also refuses ignore files and git control files (names.Reserved):
+// the hidden set was computed from them when the session started.
 func (s *Session) checkWrite(unsafePath string) (string, error) {
-	p, err := allowlist.CheckWrite(s.view, s.Scope, unsafePath)
-	if err != nil {
-		return "", err
-	}
-	if name := strings.ToLower(strings.TrimRight(path.Base(p), ". ")); protectedNames[name] {
-		return "", &allowlist.Refusal{Kind: allowlist.KindPath, Index: -1, Token: clipToken(unsafePath),
-			Rule: path.Base(p) + ": ignore files and git control files are fixed when the session starts and never written by an agent"}
-	}
-	return p, nil
+	return allowlist.CheckWrite(s.view, s.Scope, unsafePath)
 }
 
 func checkText(what string, b []byte) error {
@@ -433,12 +424,12 @@ func (s *Session) stage(data []byte) (string, func(), error) {
 		cleanup()
 		return "", nil, fmt.Errorf("staging content: %w", err)
 	}
-	return ctlPath + "/" + name, cleanup, nil
+	return path.Join(initctl.CtlDir, name), cleanup, nil
 }
 
-// runHelper runs `corral fs ...` (argv, corral's own and trusted: it
-// bypasses the allowlist) in a fresh container of the session and decodes
-// its answer into out.
+// runHelper runs one file-tool operation (argv, corral's own and trusted:
+// it bypasses the allowlist) through corral-init's fs mode in a fresh
+// container of the session and decodes its answer into out.
 func (s *Session) runHelper(ctx context.Context, op, p string, argv []string, out any) error {
 	// Like ExecWithoutPolicy: Changes never reads while this runs.
 	s.running.RLock()
@@ -449,15 +440,13 @@ func (s *Session) runHelper(ctx context.Context, op, p string, argv []string, ou
 	if err := s.checkRepo(); err != nil {
 		return err
 	}
-	if !s.helper {
-		return fmt.Errorf("%s: %w: the image %s has no corral helper (%s); the file tools need the default image, or one built by `corral image build` with corral's own binary",
-			op, errdefs.ErrFailedPrecondition, s.exec.cfg.Image, helperPath)
-	}
-	res, err := s.run(ctx, argv, nil, nil)
+	res, err := s.run(ctx, initctl.Request{Mode: initctl.FS, Argv: argv}, nil, nil)
 	if err != nil {
 		return fmt.Errorf("%s: %w", op, err)
 	}
-	s.exec.audit.Invocation(s.ID, []string{op, p}, audit.Allowed, "", res.ExitCode, res.Duration, res.LimitsHit)
+	if err := s.auditOutcome(op+" ran", audit.Ran([]string{op, p}, res.ExitCode, res.Duration, res.LimitsHit)); err != nil {
+		return err
+	}
 	if res.Killed() {
 		return fmt.Errorf("%s %s: %w: limit hit: %s", op, p, errdefs.ErrResourceExhausted, strings.Join(res.LimitsHit, ", "))
 	}
@@ -478,9 +467,10 @@ func (s *Session) runHelper(ctx context.Context, op, p string, argv []string, ou
 }
 
 // auditFileRefusal records a file tool call that the policy refused.
-func (s *Session) auditFileRefusal(op, unsafePath string, err error) {
+func (s *Session) auditFileRefusal(op, unsafePath string, err error) error {
 	var r *allowlist.Refusal
 	if errors.As(err, &r) {
-		s.auditRefusal(op, []string{op, unsafePath}, err)
+		return s.auditRefusal(op, []string{op, unsafePath}, err)
 	}
+	return err
 }

@@ -19,6 +19,7 @@ import (
 
 	containerd "github.com/containerd/containerd/v2/client"
 	"github.com/containerd/errdefs"
+	"github.com/corral-sandbox/corral/mounts"
 	"github.com/opencontainers/go-digest"
 	specsimage "github.com/opencontainers/image-spec/specs-go"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
@@ -67,11 +68,21 @@ type BuildResult struct {
 	Bytes int64 `json:"bytes"`
 }
 
-const (
-	labelLayer = LabelPrefix + "layer"
-	// labelInit is the sha256 of the image's corral-init, when it has one.
-	labelInit = LabelPrefix + "init"
-)
+const labelLayer = LabelPrefix + "layer"
+
+// DefaultImageSpec is what `corral image build` puts in the default tools
+// image: every command of the built-in grammars that the host has.
+// corral-init is not in any image: it is bound into each container from
+// the host (see initctl).
+func DefaultImageSpec() ImageSpec {
+	return ImageSpec{
+		Ref: DefaultImageRef,
+		Tools: []string{"ls", "cat", "echo", "head", "tail", "wc", "grep", "find", "sort", "uniq", "cut", "tr",
+			"diff", "stat", "sed", "cp", "mv", "mkdir", "touch", "rm"},
+		Optional: []string{"rg", "file", "git"},
+		Files:    map[string]string{},
+	}
+}
 
 // BuildImage assembles a rootfs from host binaries as one deterministic
 // layer (fixed mtimes, root ownership, sorted entries) and imports it into
@@ -80,10 +91,6 @@ const (
 // digest it does nothing and reports Built=false. A missing required tool
 // is an errdefs.ErrNotFound error naming it.
 func BuildImage(ctx context.Context, client *containerd.Client, spec ImageSpec) (*BuildResult, error) {
-	if _, ok := spec.Files[helperPath]; ok {
-		// The helper reads staged content from the control mount.
-		spec.Dirs = append(append([]string(nil), spec.Dirs...), ctlPath)
-	}
 	layer, tools, err := buildLayer(spec)
 	if err != nil {
 		return nil, err
@@ -107,16 +114,6 @@ func BuildImage(ctx context.Context, client *containerd.Client, spec ImageSpec) 
 		return nil, err
 	}
 	labels := map[string]string{labelLayer: layerDigest.String(), LabelOwner: "corral"}
-	if host, ok := spec.Files[initPath]; ok {
-		if labels[labelInit], err = fileSHA256(host); err != nil {
-			return nil, err
-		}
-	}
-	if host, ok := spec.Files[helperPath]; ok {
-		if labels[labelHelper], err = helperID(host); err != nil {
-			return nil, err
-		}
-	}
 	imgs, err := client.Import(ctx, bytes.NewReader(archive), containerd.WithImageLabels(labels))
 	if err != nil {
 		return nil, fmt.Errorf("importing image %q: %w", spec.Ref, err)
@@ -192,7 +189,7 @@ func usrMerged(p string) string {
 
 func buildLayer(spec ImageSpec) ([]byte, []string, error) {
 	r := rootfs{}
-	for _, d := range []string{"usr/bin", "usr/lib", "usr/lib64", "usr/sbin", "etc", "proc", "sys", "dev", "run", "workspace"} {
+	for _, d := range []string{"usr/bin", "usr/lib", "usr/lib64", "usr/sbin", "etc", "proc", "sys", "dev", "run", strings.TrimPrefix(mounts.ContainerRoot, "/")} {
 		r.dir(d, 0o755)
 	}
 	r.dir("tmp", 0o1777)
@@ -269,27 +266,6 @@ func fileSHA256(p string) (string, error) {
 		return "", err
 	}
 	return digest.FromBytes(data).Encoded(), nil
-}
-
-// FindInit returns the host path of corral-init: $CORRAL_INIT, else
-// corral-init next to the running executable, else the libexec
-// directories. "" when none exists: containers are then created on the
-// call's critical path.
-func FindInit() string {
-	var candidates []string
-	if p := os.Getenv("CORRAL_INIT"); p != "" {
-		candidates = append(candidates, p)
-	}
-	if exe, err := os.Executable(); err == nil {
-		candidates = append(candidates, filepath.Join(filepath.Dir(exe), "corral-init"))
-	}
-	candidates = append(candidates, "/usr/local/libexec/corral/corral-init", "/usr/libexec/corral/corral-init")
-	for _, c := range candidates {
-		if st, err := os.Stat(c); err == nil && st.Mode().IsRegular() {
-			return c
-		}
-	}
-	return ""
 }
 
 func lookPath(name string) (string, error) {
@@ -415,7 +391,7 @@ func ociArchive(ref string, layer []byte, layerDigest digest.Digest) ([]byte, er
 		Config: ocispec.ImageConfig{
 			Env:        []string{"PATH=" + ImagePath},
 			User:       "65534:65534",
-			WorkingDir: "/workspace",
+			WorkingDir: mounts.ContainerRoot,
 		},
 		RootFS: ocispec.RootFS{Type: "layers", DiffIDs: []digest.Digest{layerDigest}},
 	}

@@ -18,7 +18,7 @@ import (
 	"github.com/containerd/containerd/v2/core/leases"
 	"github.com/containerd/containerd/v2/pkg/cio"
 	"github.com/containerd/errdefs"
-	specs "github.com/opencontainers/runtime-spec/specs-go"
+	"github.com/corral-sandbox/corral/internal/initctl"
 )
 
 // Limit names, as reported in Result.LimitsHit.
@@ -104,9 +104,9 @@ func (c *cappedWriter) bytes() ([]byte, bool) {
 }
 
 // container is one created (namespaces, mounts, seccomp filter, cgroup)
-// but not yet started container. With corral-init in the image it is made
-// before the call arrives and the argv is handed over through argvFile;
-// without, it is made for one known argv.
+// but not yet started container. Its process is corral-init, which reads
+// what to run from ctlFile at the start; so it can be made before the call
+// arrives.
 type container struct {
 	id        string
 	c         containerd.Container
@@ -114,20 +114,22 @@ type container struct {
 	statusC   <-chan containerd.ExitStatus
 	out, errw *cappedWriter
 	over      chan struct{}
-	argvFile  string // "" when the argv is in the spec
+	ctlFile   string // the host path of its control file
 	lease     leases.Lease
 }
 
-// Paths of the init protocol inside the container (see cmd/corral-init).
-const (
-	initPath = "/.corral/init"
-	ctlPath  = "/.corral/ctl"
-)
+// planFor returns the plan of the session's container id.
+func (s *Session) planFor(id string) containerPlan {
+	return containerPlan{
+		ID: id, Namespace: s.exec.cfg.Namespace, Limits: s.limits, Seccomp: s.seccomp,
+		Binds: s.layout.Binds(), Ctl: s.layout.Ctl, Init: s.init,
+	}
+}
 
-// create makes a container for this session. argv nil means "through
-// corral-init": the argv is written to the session's control directory
-// just before the start.
-func (s *Session) create(argv []string) (_ *container, retErr error) {
+// create makes a container for this session from its plan, on the image
+// the session resolved once (a fresh writable snapshot, so runc can make
+// the mount points any image lacks; the spec's root is read-only).
+func (s *Session) create() (_ *container, retErr error) {
 	e := s.exec
 	lim := s.limits
 	ctx := e.Context(context.Background())
@@ -141,37 +143,18 @@ func (s *Session) create(argv []string) (_ *container, retErr error) {
 		return nil, fmt.Errorf("creating lease: %w", err)
 	}
 	ctx = leases.WithLease(ctx, l.ID)
-	c := &container{id: id, lease: l}
+	c := &container{id: id, lease: l, ctlFile: filepath.Join(s.layout.Ctl, id)}
 	defer func() {
 		if retErr != nil {
 			s.destroy(c)
 		}
 	}()
-
-	img, err := e.image(ctx)
-	if err != nil {
-		return nil, err
-	}
-	process := argv
-	ms := s.layout.Mounts()
-	if argv == nil {
-		c.argvFile = filepath.Join(s.layout.Ctl, id)
-		process = []string{initPath, ctlPath + "/" + id}
-	}
-	// The control directory also carries the file tools' staged content.
-	if argv == nil || s.helper {
-		ms = append(ms, specs.Mount{Destination: ctlPath, Type: "bind", Source: s.layout.Ctl,
-			Options: []string{"rbind", "ro", "nosuid", "nodev", "noexec", "rprivate"}})
-	}
 	cc, err := e.client.NewContainer(ctx, id,
 		containerd.WithSnapshotter(snapshotter),
-		containerd.WithNewSnapshotView(id, img),
+		containerd.WithNewSnapshot(id, s.image),
 		containerd.WithContainerLabels(labels),
 		containerd.WithRuntime(e.cfg.Runtime, e.runtimeOptions()),
-		containerd.WithNewSpec(specOpts(specInput{
-			Namespace: e.cfg.Namespace, ID: id, Argv: process, Limits: lim,
-			Seccomp: s.seccomp, Mounts: ms,
-		})...),
+		containerd.WithNewSpec(specOpts(s.planFor(id))...),
 	)
 	if err != nil {
 		return nil, fmt.Errorf("creating container %s: %w", id, err)
@@ -198,8 +181,8 @@ func (s *Session) create(argv []string) (_ *container, retErr error) {
 	return c, nil
 }
 
-// destroy kills and deletes the container, its snapshot, its argv file and
-// its lease, tolerating what is already gone.
+// destroy kills and deletes the container, its snapshot, its control file
+// and its lease, tolerating what is already gone.
 func (s *Session) destroy(c *container) {
 	ctx := leases.WithLease(s.exec.Context(context.Background()), c.lease.ID)
 	if c.task != nil {
@@ -211,29 +194,22 @@ func (s *Session) destroy(c *container) {
 			fmt.Fprintf(s.exec.cfg.Log, "corral: deleting container %s: %v\n", c.id, err)
 		}
 	}
-	if c.argvFile != "" {
-		_ = os.Remove(c.argvFile)
-	}
+	_ = os.Remove(c.ctlFile)
 	_ = s.exec.client.LeasesService().Delete(s.exec.Context(context.Background()), c.lease)
 }
 
-// run executes argv in a fresh container: the one prepared in advance when
-// there is one, else one made now. The used container is deleted, and the
-// next one prepared, after the result is returned (Close waits for that).
-func (s *Session) run(ctx context.Context, argv []string, stdout, stderr io.Writer) (*Result, error) {
+// run runs req in a fresh container: the one created ahead when there is
+// one, else one made now. The used container is deleted, and the next one
+// created, after the result is returned (Close waits for that).
+func (s *Session) run(ctx context.Context, req initctl.Request, stdout, stderr io.Writer) (*Result, error) {
 	c := s.takeReady()
 	if c == nil {
 		var err error
-		if s.warm {
-			c, err = s.create(nil)
-		} else {
-			c, err = s.create(argv)
-		}
-		if err != nil {
+		if c, err = s.create(); err != nil {
 			return nil, err
 		}
 	}
-	res, err := s.start(ctx, c, argv, stdout, stderr)
+	res, err := s.start(ctx, c, req, stdout, stderr)
 	s.bg.Add(1)
 	go func() {
 		defer s.bg.Done()
@@ -243,7 +219,7 @@ func (s *Session) run(ctx context.Context, argv []string, stdout, stderr io.Writ
 	return res, err
 }
 
-// takeReady returns the prepared container, if any.
+// takeReady returns the container created ahead, if any.
 func (s *Session) takeReady() *container {
 	s.readyMu.Lock()
 	defer s.readyMu.Unlock()
@@ -252,11 +228,11 @@ func (s *Session) takeReady() *container {
 	return c
 }
 
-// refill prepares the next container when the session uses corral-init
-// and none is waiting. Failures are not fatal: the next call creates one
-// on its own path and reports the error then.
+// refill creates the next container ahead of the call, unless the
+// executor is Cold or one is waiting. Failures are not fatal: the next
+// call creates one on its own path and reports the error then.
 func (s *Session) refill() {
-	if !s.warm {
+	if s.exec.cfg.Cold {
 		return
 	}
 	s.readyMu.Lock()
@@ -265,7 +241,7 @@ func (s *Session) refill() {
 		return
 	}
 	s.readyMu.Unlock()
-	c, err := s.create(nil)
+	c, err := s.create()
 	if err != nil {
 		return
 	}
@@ -278,23 +254,18 @@ func (s *Session) refill() {
 	s.ready = c
 }
 
-// start hands argv to the container, starts it and waits for the exit,
-// the timeout, the output cap or ctx.
-func (s *Session) start(ctx context.Context, c *container, argv []string, stdout, stderr io.Writer) (*Result, error) {
+// start writes req to the container's control file, starts it and waits
+// for the exit, the timeout, the output cap or ctx.
+func (s *Session) start(ctx context.Context, c *container, req initctl.Request, stdout, stderr io.Writer) (*Result, error) {
 	lim := s.limits
-	if c.argvFile != "" {
-		var b strings.Builder
-		for _, a := range argv {
-			if strings.IndexByte(a, 0) >= 0 {
-				return nil, fmt.Errorf("argv: %w: NUL byte", errdefs.ErrInvalidArgument)
-			}
-			b.WriteString(a)
-			b.WriteByte(0)
-		}
-		if err := os.WriteFile(c.argvFile, []byte(b.String()), 0o644); err != nil {
-			return nil, fmt.Errorf("writing argv: %w", err)
-		}
+	data, err := initctl.Encode(req)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", errdefs.ErrInvalidArgument, err)
 	}
+	if err := os.WriteFile(c.ctlFile, data, 0o644); err != nil {
+		return nil, fmt.Errorf("writing the control file: %w", err)
+	}
+	argv := req.Argv
 	c.out.setTarget(stdout)
 	c.errw.setTarget(stderr)
 	cctx := leases.WithLease(s.exec.Context(context.Background()), c.lease.ID)

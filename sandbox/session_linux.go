@@ -10,20 +10,23 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 
+	containerd "github.com/containerd/containerd/v2/client"
 	"github.com/containerd/errdefs"
 	"github.com/corral-sandbox/corral/allowlist"
 	"github.com/corral-sandbox/corral/audit"
+	"github.com/corral-sandbox/corral/internal/initctl"
 	"github.com/corral-sandbox/corral/mounts"
+	"github.com/corral-sandbox/corral/mounts/changeset"
+	"github.com/corral-sandbox/corral/mounts/hidden"
 	"github.com/corral-sandbox/corral/profiles"
 	"github.com/corral-sandbox/corral/seccomp"
 )
 
 // DefaultWriteDir is the write scope's directory.
-const DefaultWriteDir = "openwiki"
+const DefaultWriteDir = allowlist.DefaultWriteDir
 
 // SessionConfig is what the trusted launcher fixes for a session; nothing
 // an agent sends can change it.
@@ -39,7 +42,7 @@ type SessionConfig struct {
 	// default) or a directory below it, e.g. "openwiki/guides/".
 	WriteDir string
 	// AgentID, when set, makes the write scope the agent's own subtree
-	// openwiki/agents/<AgentID>/ (see ValidAgentID). Other agents'
+	// openwiki/agents/<AgentID>/ (see allowlist.ValidAgentID). Other agents'
 	// subtrees stay readable and are refused for writes.
 	AgentID string
 	// ReadOnly sessions may write nothing.
@@ -55,8 +58,8 @@ type Policy struct {
 	Profile *profiles.Profile
 
 	limits profiles.Limits
-	hidden *mounts.HiddenSet
-	view   *mounts.View
+	hidden *hidden.Set
+	view   *hidden.View
 	plan   mounts.Plan
 }
 
@@ -79,10 +82,11 @@ type Session struct {
 	layout *mounts.Layout
 	closed bool
 	seq    atomic.Int64
-	// imaged is set once the image was looked at (warm, helper).
-	imaged bool
-	// helper is set when the image has corral's file-tool helper.
-	helper bool
+	// image (its snapshot is every container's root) and init (the
+	// corral-init bound into every container) are resolved once, by the
+	// first prepare; any image works.
+	image containerd.Image
+	init  string
 
 	// store is set for a persistent session (CreateSession,
 	// OpenSession): its mounts outlive the process.
@@ -90,13 +94,13 @@ type Session struct {
 	// fileMu serializes the session's file-tool writes in this process
 	// (store.lock does across processes).
 	fileMu sync.Mutex
+	// charged are the violations a call was charged with (CallChanges)
+	// in a one-call session; a persistent one keeps them in its store.
+	charged []changeset.Problem
 
-	// warm is set when the image has corral-init: containers are then
-	// created before the call arrives and the argv handed over at start.
-	warm bool
 	// watch notices files created in the repository after the start
 	// (long-lived processes); nil in one-call processes.
-	watch   *mounts.Watcher
+	watch   *hidden.Watcher
 	readyMu sync.Mutex
 	ready   *container
 	closing bool
@@ -114,9 +118,14 @@ func NewPolicy(cfg SessionConfig) (*Policy, error) {
 
 // newPolicy is NewPolicy with the hidden set computed when the session
 // was created (nil: compute it now from the base repository).
-func newPolicy(cfg SessionConfig, hidden *mounts.HiddenSet) (*Policy, error) {
+func newPolicy(cfg SessionConfig, hs *hidden.Set) (*Policy, error) {
 	if cfg.Profile == nil {
 		return nil, fmt.Errorf("session: %w: no profile", errdefs.ErrInvalidArgument)
+	}
+	// Before anything reads the repository: "/" (or "") would be walked
+	// whole.
+	if err := mounts.CheckPaths(cfg.Repo, ""); err != nil {
+		return nil, err
 	}
 	repo, err := filepath.Abs(cfg.Repo)
 	if err != nil {
@@ -125,20 +134,13 @@ func newPolicy(cfg SessionConfig, hidden *mounts.HiddenSet) (*Policy, error) {
 	if st, err := os.Stat(repo); err != nil || !st.IsDir() {
 		return nil, fmt.Errorf("repository %s: %w: not a directory", cfg.Repo, errdefs.ErrInvalidArgument)
 	}
-	writeDir, err := scopeDir(cfg)
+	scope, err := allowlist.NewScope(allowlist.ScopeConfig{Dir: cfg.WriteDir, Page: cfg.Page, AgentID: cfg.AgentID, ReadOnly: cfg.ReadOnly})
 	if err != nil {
 		return nil, err
 	}
-	scope := allowlist.Scope{Dir: writeDir, ReadOnly: cfg.ReadOnly}
-	if cfg.Page != "" {
-		page, err := allowlist.CleanPath(cfg.Page)
-		if err != nil {
-			return nil, fmt.Errorf("page %q: %w", cfg.Page, err)
-		}
-		if !strings.HasPrefix(page, DefaultWriteDir+"/") {
-			return nil, fmt.Errorf("page %q: %w: must be a file under %s/", cfg.Page, errdefs.ErrInvalidArgument, DefaultWriteDir)
-		}
-		scope = allowlist.Scope{Page: page, ReadOnly: cfg.ReadOnly}
+	writeDir := scope.Dir
+	if scope.Page != "" {
+		writeDir = DefaultWriteDir
 	}
 	limits := cfg.Profile.Limits()
 	plan := mounts.Plan{
@@ -152,15 +154,15 @@ func newPolicy(cfg SessionConfig, hidden *mounts.HiddenSet) (*Policy, error) {
 	if err := mounts.CheckStart(plan); err != nil {
 		return nil, err
 	}
-	if hidden == nil {
-		hidden, err = mounts.ComputeHidden(repo, mounts.HideOptions{
+	if hs == nil {
+		hs, err = hidden.Compute(repo, hidden.Options{
 			IgnoreFileName: ".openwikiignore", WriteDir: DefaultWriteDir, Forced: cfg.Profile.ForcedHides(),
 		})
 		if err != nil {
 			return nil, fmt.Errorf("computing the hidden set: %w", err)
 		}
 	}
-	view := mounts.NewView(repo, hidden)
+	view := hidden.NewView(repo, hs)
 	for _, p := range []string{scope.Page, scope.Dir} {
 		if p == "" || cfg.ReadOnly {
 			continue
@@ -169,13 +171,18 @@ func newPolicy(cfg SessionConfig, hidden *mounts.HiddenSet) (*Policy, error) {
 			return nil, &allowlist.Refusal{Kind: allowlist.KindPath, Index: -1, Token: p, Rule: rule}
 		}
 	}
-	return &Policy{Repo: repo, Scope: scope, Profile: cfg.Profile, limits: limits, hidden: hidden, view: view, plan: plan}, nil
+	return &Policy{Repo: repo, Scope: scope, Profile: cfg.Profile, limits: limits, hidden: hs, view: view, plan: plan}, nil
 }
 
-// NewSession builds the session's Policy (see NewPolicy for its errors).
+// NewSession builds the session's Policy (see NewPolicy for its errors;
+// a repository that holds the state directory, or that the state
+// directory holds, is errdefs.ErrInvalidArgument: mounts.CheckPaths).
 // Host mounts are made when the first invocation runs, so a refused
 // invocation leaves no trace.
 func (e *Executor) NewSession(ctx context.Context, cfg SessionConfig) (*Session, error) {
+	if err := mounts.CheckPaths(cfg.Repo, e.cfg.StateDir); err != nil {
+		return nil, err
+	}
 	p, err := NewPolicy(cfg)
 	if err != nil {
 		return nil, err
@@ -189,7 +196,9 @@ func (e *Executor) NewSession(ctx context.Context, cfg SessionConfig) (*Session,
 		return nil, err
 	}
 	s := &Session{Policy: p, ID: hex.EncodeToString(id[:]), exec: e, seccomp: sc}
-	e.audit.SessionCreated(s.ID, p.Repo, p.Profile.Name, p.Scope)
+	if err := e.auditSessionCreated(s.ID, p); err != nil {
+		return nil, err
+	}
 	return s, nil
 }
 
@@ -208,25 +217,31 @@ func (p *Policy) Check(argv []string) (allowlist.Decision, error) {
 func (s *Session) Exec(ctx context.Context, argv []string, stdout, stderr io.Writer) (*Result, error) {
 	d, err := s.Check(argv)
 	if err != nil {
-		s.auditRefusal("invocation", argv, err)
-		return nil, err
+		return nil, s.auditRefusal("invocation", argv, err)
 	}
 	res, err := s.ExecWithoutPolicy(ctx, d.Argv, stdout, stderr)
 	if err == nil {
-		s.exec.audit.Invocation(s.ID, d.Argv, audit.Allowed, "", res.ExitCode, res.Duration, res.LimitsHit)
+		err = s.auditOutcome("the command ran", audit.Ran(d.Argv, res.ExitCode, res.Duration, res.LimitsHit))
 	}
 	return res, err
 }
 
-// auditRefusal records a refused invocation (argv is what the agent sent).
-func (s *Session) auditRefusal(stage string, argv []string, err error) {
+// auditRefusal records a refused invocation (argv is what the agent sent)
+// and returns err, joined with the audit error when the record could not
+// be written.
+func (s *Session) auditRefusal(stage string, argv []string, err error) error {
 	rule := err.Error()
 	var r *allowlist.Refusal
 	if errors.As(err, &r) {
 		rule = r.Rule
 	}
-	s.exec.audit.Invocation(s.ID, argv, audit.Refused, rule, -1, 0, nil)
-	s.exec.audit.Refusal(s.ID, stage, err)
+	aerr := errors.Join(
+		s.exec.audit.Log(s.ID, &audit.Invocation{Argv: argv, Decision: audit.Refused, Rule: rule}),
+		s.exec.audit.Log(s.ID, refusalEvent(stage, err)))
+	if aerr != nil {
+		return errors.Join(err, fmt.Errorf("the audit log could not record the refusal: %w", aerr))
+	}
+	return err
 }
 
 // ExecWithoutPolicy runs argv with no allowlist check. It exists so that
@@ -243,7 +258,7 @@ func (s *Session) ExecWithoutPolicy(ctx context.Context, argv []string, stdout, 
 	if err := s.checkRepo(); err != nil {
 		return nil, err
 	}
-	return s.run(ctx, argv, stdout, stderr)
+	return s.run(ctx, initctl.Request{Mode: initctl.Exec, Argv: argv}, stdout, stderr)
 }
 
 // checkRepo refuses to run once a file appeared in the repository that
@@ -261,7 +276,7 @@ func (s *Session) startWatch() error {
 	if s.exec.cfg.Cold || s.watch != nil {
 		return nil
 	}
-	w, err := mounts.NewWatcher(s.Repo, s.hidden)
+	w, err := hidden.NewWatcher(s.Repo, s.hidden)
 	if err != nil {
 		return fmt.Errorf("watching the repository: %w", err)
 	}
@@ -275,17 +290,19 @@ func (s *Session) prepare() error {
 	if s.closed {
 		return errClosed
 	}
-	if s.layout != nil && s.imaged {
+	if s.layout != nil && s.image != nil {
 		return nil
 	}
-	if !s.imaged {
+	if s.image == nil {
 		img, err := s.exec.image(s.exec.Context(context.Background()))
 		if err != nil {
 			return err
 		}
-		s.warm = !s.exec.cfg.Cold && img.Labels()[labelInit] != ""
-		s.helper = img.Labels()[labelHelper] != ""
-		s.imaged = true
+		init, err := s.exec.initBinary()
+		if err != nil {
+			return err
+		}
+		s.image, s.init = img, init
 	}
 	if s.layout != nil {
 		return nil
@@ -293,7 +310,7 @@ func (s *Session) prepare() error {
 	if s.store != nil {
 		// Another process may have run this session before: whatever
 		// appeared in the repository since its start must be covered.
-		if err := mounts.Rescan(s.Repo, s.hidden); err != nil {
+		if err := hidden.Rescan(s.Repo, s.hidden); err != nil {
 			return err
 		}
 		if err := s.attachLocked(); err != nil {
@@ -317,35 +334,43 @@ func (s *Session) prepare() error {
 // hidden by the session's rules are violations too (a new file matching an
 // ignore rule). It waits until no invocation of the session is running,
 // and holds new ones back while it reads.
-func (s *Session) Changes() (*mounts.ChangeSet, error) {
+func (s *Session) Changes() (*changeset.Set, error) {
 	s.running.Lock()
 	defer s.running.Unlock()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.layout == nil || s.plan.ReadOnly {
-		return &mounts.ChangeSet{}, nil
+		return &changeset.Set{}, nil
 	}
-	lim := mounts.DefaultLimits()
-	var cs *mounts.ChangeSet
+	lim := changeset.DefaultLimits()
+	var cs *changeset.Set
 	var err error
 	if s.plan.Page != "" {
 		// The original from the repository itself: the view holds an empty
 		// mount point where the page does not exist yet.
-		cs, err = mounts.CollectPage(s.layout.PageCopy, filepath.Join(s.layout.Repo, filepath.FromSlash(s.plan.Page)), s.plan.Page, lim)
+		cs, err = changeset.CollectPage(s.layout.PageCopy, s.layout.Repo, s.plan.Page, lim)
 	} else {
-		cs, err = mounts.Collect(s.layout.Upper, s.layout.Base, s.plan.WriteDir, lim)
+		cs, err = changeset.Collect(s.layout.Upper, s.layout.Base, s.plan.WriteDir, lim)
 	}
 	if err != nil {
 		return nil, err
 	}
 	for _, c := range cs.Changes {
 		if rule, h := s.view.Hidden(c.Path); h {
-			cs.Violations = append(cs.Violations, mounts.Violation{Path: c.Path, Reason: rule})
+			cs.Violations = append(cs.Violations, changeset.Problem{Path: c.Path, Reason: rule})
 		}
 	}
-	s.exec.audit.ChangeSet(s.ID, cs)
+	digest, err := audit.DigestJSON(cs)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.auditOutcome("collected the change set", &audit.ChangeSet{SHA256: digest, Changes: len(cs.Changes), Violations: len(cs.Violations)}); err != nil {
+		return nil, err
+	}
 	if err := cs.Err(); err != nil {
-		s.exec.audit.Refusal(s.ID, "changeset", err)
+		if aerr := s.auditOutcome("refused the change set", refusalEvent("changeset", err)); aerr != nil {
+			return nil, aerr
+		}
 	}
 	return cs, nil
 }

@@ -8,83 +8,87 @@ import (
 
 	"github.com/containerd/containerd/v2/core/containers"
 	"github.com/containerd/containerd/v2/pkg/oci"
+	"github.com/corral-sandbox/corral/internal/initctl"
 	"github.com/corral-sandbox/corral/mounts"
 	"github.com/corral-sandbox/corral/profiles"
 	"github.com/corral-sandbox/corral/seccomp"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 )
 
-// specInput is everything one container's spec is made of.
-type specInput struct {
+// containerPlan is everything one container is made of, decided before
+// any of it is created; specOpts turns it into the spec.
+type containerPlan struct {
+	// ID is the container's id, and the leaf of its cgroup path.
+	ID string
+	// Namespace is the containerd namespace, the parent of the cgroup.
 	Namespace string
-	ID        string
-	Argv      []string
-	Limits    profiles.Limits
-	Seccomp   *seccomp.Profile
-	Mounts    []specs.Mount
+	// Limits are the profile's resource limits.
+	Limits profiles.Limits
+	// Seccomp is the filter, applied after the capabilities.
+	Seccomp *seccomp.Profile
+	// Binds are the session layout's container mounts (mounts.Layout.Binds:
+	// the view, the write area or the page), in order.
+	Binds []specs.Mount
+	// Ctl is the host's control directory of the session, bound read-only
+	// at initctl.CtlDir.
+	Ctl string
+	// Init is the host's corral-init (a content-addressed copy), bound
+	// read-only at initctl.InitPath.
+	Init string
 }
 
-// DefaultImageSpec is what `corral image build` puts in the default tools
-// image: every command of the built-in grammars that the host has.
-// With corral-init found (FindInit) the image also holds it and its
-// control mount point, so containers can be created before calls arrive;
-// with corral found (FindHelper), it holds corral as the file tools'
-// helper at /usr/bin/corral.
-func DefaultImageSpec() ImageSpec {
-	spec := ImageSpec{
-		Ref: DefaultImageRef,
-		Tools: []string{"ls", "cat", "echo", "head", "tail", "wc", "grep", "find", "sort", "uniq", "cut", "tr",
-			"diff", "stat", "sed", "cp", "mv", "mkdir", "touch", "rm"},
-		Optional: []string{"rg", "file", "git"},
-		Files:    map[string]string{},
-	}
-	if p := FindInit(); p != "" {
-		spec.Files[initPath] = p
-	}
-	// The file tools' helper (corral itself) reads staged content from the
-	// control directory, so the mount point is there with or without init.
-	if p := FindHelper(); p != "" {
-		spec.Files[helperPath] = p
-	}
-	if len(spec.Files) > 0 {
-		spec.Dirs = append(spec.Dirs, ctlPath)
-	}
-	return spec
+// args is the container's process: corral-init and its control file.
+func (p containerPlan) args() []string {
+	return []string{initctl.InitPath, path.Join(initctl.CtlDir, p.ID)}
 }
 
-// specOpts composes the container's spec, in this fixed order:
+// mounts is the container's mount list in order: the layout's binds
+// (the view at mounts.ContainerRoot first, the write area or page over
+// it), /tmp, the control directory and corral-init. All are nosuid and
+// nodev; everything but corral-init is noexec.
+func (p containerPlan) mounts() []specs.Mount {
+	ms := append([]specs.Mount(nil), p.Binds...)
+	return append(ms,
+		specs.Mount{Destination: "/tmp", Type: "tmpfs", Source: "tmpfs",
+			Options: []string{"nosuid", "nodev", "noexec", fmt.Sprintf("size=%d", p.Limits.TmpBytes), "mode=1777"}},
+		specs.Mount{Destination: initctl.CtlDir, Type: "bind", Source: p.Ctl,
+			Options: []string{"rbind", "ro", "nosuid", "nodev", "noexec", "rprivate"}},
+		specs.Mount{Destination: initctl.InitPath, Type: "bind", Source: p.Init,
+			Options: []string{"bind", "ro", "nosuid", "nodev", "rprivate"}},
+	)
+}
+
+// specOpts composes the container's spec from the whole plan, the one
+// place it is made, in this fixed order:
 //  1. the default spec (namespaces pid, ipc, uts, mount and a new network
 //     namespace that has only lo; masked and read-only /proc paths);
-//  2. read-only rootfs, args, cwd, the fixed environment, uid/gid 65534,
-//     no_new_privs;
+//  2. read-only rootfs, the process (corral-init and its control file),
+//     cwd, the fixed environment, uid/gid 65534, no_new_privs;
 //  3. capabilities (all sets empty), then seccomp: the seccomp filter must
 //     follow the capability options (runtime-spec config-linux.md#seccomp);
-//  4. the repository view, the write scope and /tmp;
+//  4. every mount (see containerPlan.mounts);
 //  5. memory (and memory+swap, so no swap), pids and CPU limits, the cgroup
 //     path, rlimits and OOM score.
-func specOpts(in specInput) []oci.SpecOpts {
-	lim := in.Limits
+func specOpts(p containerPlan) []oci.SpecOpts {
+	lim := p.Limits
 	quota := int64(lim.CPUs * 100000)
 	return []oci.SpecOpts{
 		oci.WithDefaultSpec(),
 		oci.WithRootFSReadonly(),
-		oci.WithProcessArgs(in.Argv...),
+		oci.WithProcessArgs(p.args()...),
 		oci.WithProcessCwd(mounts.ContainerRoot),
 		withFixedEnv(profiles.Env),
 		withUser(ContainerUID, ContainerGID),
 		oci.WithNoNewPrivileges,
 		oci.WithHostname("corral"),
 		withoutCapabilities,
-		seccomp.WithProfile(in.Seccomp),
-		oci.WithMounts(append(append([]specs.Mount(nil), in.Mounts...), specs.Mount{
-			Destination: "/tmp", Type: "tmpfs", Source: "tmpfs",
-			Options: []string{"nosuid", "nodev", "noexec", fmt.Sprintf("size=%d", lim.TmpBytes), "mode=1777"},
-		})),
+		seccomp.WithProfile(p.Seccomp),
+		oci.WithMounts(p.mounts()),
 		oci.WithMemoryLimit(uint64(lim.MemoryBytes)),
 		oci.WithMemorySwap(lim.MemoryBytes),
 		oci.WithPidsLimit(lim.Pids),
 		oci.WithCPUCFS(quota, 100000),
-		oci.WithCgroup(path.Join("/", in.Namespace, in.ID)),
+		oci.WithCgroup(path.Join("/", p.Namespace, p.ID)),
 		oci.WithRlimit(&specs.POSIXRlimit{Type: "RLIMIT_CORE", Hard: 0, Soft: 0}),
 		// A process cannot use more CPU seconds than the wall-clock
 		// timeout allows at the CPU quota; this limit kills a busy loop

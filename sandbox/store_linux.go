@@ -17,6 +17,7 @@ import (
 
 	"github.com/containerd/errdefs"
 	"github.com/corral-sandbox/corral/mounts"
+	"github.com/corral-sandbox/corral/mounts/hidden"
 	"github.com/corral-sandbox/corral/profiles"
 	"github.com/corral-sandbox/corral/seccomp"
 	"github.com/moby/sys/mountinfo"
@@ -31,12 +32,16 @@ import (
 //	              from its file: an edited profile cannot widen the session)
 //	hidden.json   the hidden set computed from the base repository at
 //	              creation (an ignore file written later changes nothing)
-//	lock          flock'ed while mounts are attached and while a file tool
-//	              writes, so corral processes sharing the session agree
+//	lock          flock'ed while mounts are attached, while a file tool
+//	              writes and while violations.json changes, so corral
+//	              processes sharing the session agree
+//	violations.json  the change set's violations a call was charged with
+//	              (CallChanges); written by corral after each call
 //	layout/       the host mounts (mounts.Prepare), which stay mounted
 //	              between invocations and corral processes
 //
-// Files are written once, at creation; nothing an agent does reaches them.
+// Files but violations.json are written once, at creation; nothing an
+// agent does reaches them.
 const (
 	recordFile  = "session.json"
 	profileFile = "profile.yaml"
@@ -126,12 +131,18 @@ func (e *Executor) sessionDir(id string) (string, error) {
 // launcher named the profile, for the record. The caller must call Close
 // (which keeps everything).
 func (e *Executor) CreateSession(ctx context.Context, cfg SessionConfig, profileSource string) (s *Session, retErr error) {
+	if err := mounts.CheckPaths(cfg.Repo, e.cfg.StateDir); err != nil {
+		return nil, err
+	}
 	p, err := NewPolicy(cfg)
 	if err != nil {
 		return nil, err
 	}
 	id, err := newSessionID()
 	if err != nil {
+		return nil, err
+	}
+	if err := e.auditSessionCreated(id, p); err != nil {
 		return nil, err
 	}
 	dir, _ := e.sessionDir(id)
@@ -184,7 +195,6 @@ func (e *Executor) CreateSession(ctx context.Context, cfg SessionConfig, profile
 	if err != nil {
 		return nil, err
 	}
-	e.audit.SessionCreated(s.ID, p.Repo, p.Profile.Name, p.Scope)
 	if err := s.prepare(); err != nil {
 		return nil, err
 	}
@@ -270,7 +280,7 @@ func (e *Executor) OpenSession(ctx context.Context, id string) (*Session, error)
 	if err != nil {
 		return nil, fmt.Errorf("session %s: %w", id, err)
 	}
-	hidden, err := mounts.UnmarshalHiddenSet(hiddenData)
+	hidden, err := hidden.Unmarshal(hiddenData)
 	if err != nil {
 		return nil, fmt.Errorf("session %s: %w", id, err)
 	}

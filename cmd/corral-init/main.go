@@ -1,55 +1,69 @@
-// Command corral-init is the first process of a container that corral
-// creates before the agent's call arrives. It is static and imports only
-// syscall and os (for Args), so it starts in about a millisecond.
+// Command corral-init is the first process of every container corral
+// creates. It is static (CGO_ENABLED=0) and bound read-only into each
+// container at /.corral/init from a content-addressed copy in corral's
+// state directory, so it works with any image and never needs one rebuilt.
 //
-// Usage (fixed when the container is created): corral-init ARGVFILE
+// Usage (fixed when the container is created): corral-init CTLFILE
 //
-// ARGVFILE is written by the supervisor on a read-only bind mount after the
-// container was created and before it is started: the invocation's argv as
-// NUL-terminated strings. corral-init reads it, resolves argv[0] against
-// PATH (a bare name only; the allowlist refused anything else), and
-// execve(2)s the tool, which then runs as the container's PID 1 with the
-// environment the spec fixed. Exit codes when it cannot: 127 (not found),
-// 126 (exec failed), 125 (bad argv file).
+// CTLFILE, in the session's control directory (bound read-only at
+// /.corral/ctl), is written by the supervisor after the container was
+// created and before it is started: one initctl.Request. corral-init
+// reads it and, by its mode:
+//   - exec: resolves argv[0] against PATH (a bare name only; the allowlist
+//     refused anything else) and execve(2)s the tool, which then runs as
+//     the container's PID 1 with the environment the spec fixed;
+//   - fs: runs one file-tool operation in-process (sandbox/fsop) against
+//     its working directory, the repository view, and prints the answer.
+//
+// Exit codes when it cannot: 127 (not found), 126 (exec failed), 125 (bad
+// control file).
 package main
 
-import "syscall"
+import (
+	"os"
+	"path/filepath"
+	"syscall"
 
-func write(s string) { syscall.Write(2, []byte("corral-init: "+s+"\n")) }
+	"github.com/corral-sandbox/corral/internal/initctl"
+	"github.com/corral-sandbox/corral/internal/rootfs"
+	"github.com/corral-sandbox/corral/sandbox/fsop"
+)
+
+func fail(code int, s string) {
+	os.Stderr.WriteString("corral-init: " + s + "\n")
+	os.Exit(code)
+}
 
 func main() {
-	args := argsOf()
-	if len(args) != 2 {
-		write("usage: corral-init ARGVFILE")
-		syscall.Exit(125)
+	if len(os.Args) != 2 {
+		fail(125, "usage: corral-init CTLFILE")
 	}
-	data, ok := readFile(args[1])
-	if !ok || len(data) == 0 || data[len(data)-1] != 0 {
-		write("cannot read argv file " + args[1])
-		syscall.Exit(125)
+	data, err := readFile(os.Args[1])
+	if err != nil {
+		fail(125, "cannot read control file "+os.Args[1]+": "+err.Error())
 	}
-	var argv []string
-	start := 0
-	for i, b := range data {
-		if b == 0 {
-			argv = append(argv, string(data[start:i]))
-			start = i + 1
-		}
+	req, err := initctl.Decode(data)
+	if err != nil {
+		fail(125, err.Error())
 	}
-	env := syscall.Environ()
-	name := argv[0]
+	switch req.Mode {
+	case initctl.FS:
+		os.Exit(fsop.Main(req.Argv, os.Stdout, os.Stderr))
+	default:
+		execTool(req.Argv)
+	}
+}
+
+// execTool execs argv[0] from PATH; it returns only by exiting.
+func execTool(argv []string) {
+	env := os.Environ()
 	path := ""
 	for _, kv := range env {
 		if len(kv) > 5 && kv[:5] == "PATH=" {
 			path = kv[5:]
 		}
 	}
-	for _, c := range name {
-		if c == '/' {
-			write("argv[0] must be a bare name: " + name)
-			syscall.Exit(126)
-		}
-	}
+	name := argv[0]
 	dir := ""
 	for i := 0; i <= len(path); i++ {
 		if i == len(path) || path[i] == ':' {
@@ -57,8 +71,7 @@ func main() {
 				full := dir + "/" + name
 				err := syscall.Exec(full, argv, env)
 				if err != syscall.ENOENT && err != syscall.ENOTDIR {
-					write("exec " + full + ": " + err.Error())
-					syscall.Exit(126)
+					fail(126, "exec "+full+": "+err.Error())
 				}
 			}
 			dir = ""
@@ -66,32 +79,11 @@ func main() {
 		}
 		dir += string(path[i])
 	}
-	write(name + ": command not found")
-	syscall.Exit(127)
+	fail(127, name+": command not found")
 }
 
-func readFile(p string) ([]byte, bool) {
-	fd, err := syscall.Open(p, syscall.O_RDONLY|syscall.O_CLOEXEC|syscall.O_NOFOLLOW, 0)
-	if err != nil {
-		return nil, false
-	}
-	defer syscall.Close(fd)
-	var out []byte
-	buf := make([]byte, 64<<10)
-	for {
-		n, err := syscall.Read(fd, buf)
-		if err == syscall.EINTR {
-			continue
-		}
-		if err != nil {
-			return nil, false
-		}
-		if n == 0 {
-			return out, true
-		}
-		out = append(out, buf[:n]...)
-		if len(out) > 4<<20 {
-			return nil, false
-		}
-	}
+// readFile reads the control file (a regular file, no link on the way
+// below its directory) at most initctl.MaxBytes.
+func readFile(p string) ([]byte, error) {
+	return rootfs.ReadFileInRoot(filepath.Dir(p), filepath.Base(p), rootfs.NoSymlinks, initctl.MaxBytes)
 }

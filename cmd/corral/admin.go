@@ -1,11 +1,15 @@
 package main
 
 import (
-	"encoding/json"
+	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
+	"github.com/corral-sandbox/corral/audit"
+	"github.com/corral-sandbox/corral/internal/names"
 	"github.com/corral-sandbox/corral/profiles"
+	"github.com/corral-sandbox/corral/review"
 	"github.com/corral-sandbox/corral/sandbox"
 	"github.com/spf13/cobra"
 )
@@ -28,14 +32,14 @@ Needs no containerd. Exit 0 when permitted, 126 when refused.`,
 			}
 			pol, err := sandbox.NewPolicy(sandbox.SessionConfig{Repo: sf.repo, Profile: prof, Page: sf.page, ReadOnly: sf.readOnly})
 			if err != nil {
-				return refusalOr(sf.json, cmd.OutOrStdout(), err)
+				return refusalOr(err)
 			}
 			d, err := pol.Check(argv)
 			if err != nil {
-				return refusalOr(sf.json, cmd.OutOrStdout(), err)
+				return refusalOr(err)
 			}
 			if sf.json {
-				return json.NewEncoder(cmd.OutOrStdout()).Encode(map[string]any{"allowed": true, "argv": d.Argv})
+				return writeJSON(cmd.OutOrStdout(), map[string]any{"allowed": true, "argv": d.Argv})
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "allowed: %s\n", quoteArgv(d.Argv))
 			return nil
@@ -83,7 +87,7 @@ namespace. Idempotent: an identical image is left as it is.`,
 				return &exitError{code: exitFailed, err: err}
 			}
 			if asJSON {
-				return json.NewEncoder(cmd.OutOrStdout()).Encode(res)
+				return writeJSON(cmd.OutOrStdout(), res)
 			}
 			verb := "built"
 			if !res.Built {
@@ -103,27 +107,58 @@ func newGCCommand(g *globalFlags) *cobra.Command {
 	var force, asJSON bool
 	cmd := &cobra.Command{
 		Use:   "gc",
-		Short: "Remove what a crashed corral left behind (containers, snapshots, leases, host mounts)",
-		Long: `Finds corral's containers and leases by label, and its host mounts under the
-state directory with mountinfo, and removes those whose supervisor is no
-longer running (all of them with --force).`,
+		Short: "Remove what a crashed corral left behind (interrupted applies, containers, snapshots, leases, host mounts)",
+		Long: `Finishes or rolls back the applies a crash interrupted (journaled under
+STATE-DIR/apply; this needs no containerd), then finds corral's containers
+and leases by label, and its host mounts under the state directory with
+mountinfo, and removes those whose supervisor is no longer running (all of
+them with --force).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
+			log, err := audit.Open(g.stateDir, g.audit)
+			if err != nil {
+				return &exitError{code: exitFailed, err: err}
+			}
+			defer log.Close()
+			applies, rerr := recoverAndLog(g.stateDir, log)
+			for _, r := range applies {
+				if r.Outcome == review.OutcomeStuck {
+					rerr = errors.Join(rerr, fmt.Errorf("apply %s to %s could not be rolled back: %s", r.TxID, r.Repo, r.Left[0].Reason))
+				}
+			}
+			var rep *sandbox.GCReport
 			exec, err := sandbox.New(ctx, g.config(cmd.ErrOrStderr()))
-			if err != nil {
-				return &exitError{code: exitFailed, err: err}
+			if err == nil {
+				defer exec.Close()
+				rep, err = exec.GC(ctx, force)
 			}
-			defer exec.Close()
-			rep, err := exec.GC(ctx, force)
+			err = errors.Join(rerr, err)
 			if asJSON {
-				_ = json.NewEncoder(cmd.OutOrStdout()).Encode(rep)
-			} else if rep != nil {
-				fmt.Fprintf(cmd.OutOrStdout(), "removed %d containers, %d leases, %d mounts, %d session directories\n",
-					len(rep.Containers), len(rep.Leases), len(rep.Mounts), len(rep.Sessions))
+				out := gcOutput{GCReport: rep, Applies: applies}
+				if rep == nil {
+					out.GCReport = &sandbox.GCReport{}
+				}
+				if applies == nil {
+					out.Applies = []review.Recovered{}
+				}
+				if err != nil {
+					out.Error, out.ExitCode = jsonErrorOf(exitFailed, err), exitFailed
+				}
+				if werr := writeJSON(cmd.OutOrStdout(), out); werr != nil {
+					return werr
+				}
+			} else {
+				if len(applies) > 0 {
+					fmt.Fprintf(cmd.OutOrStdout(), "recovered %d interrupted apply(s)\n", len(applies))
+				}
+				if rep != nil {
+					fmt.Fprintf(cmd.OutOrStdout(), "removed %d containers, %d leases, %d mounts, %d session directories\n",
+						len(rep.Containers), len(rep.Leases), len(rep.Mounts), len(rep.Sessions))
+				}
 			}
 			if err != nil {
-				return &exitError{code: exitFailed, err: err}
+				return &exitError{code: exitFailed, err: err, printed: asJSON}
 			}
 			return nil
 		},
@@ -133,19 +168,69 @@ longer running (all of them with --force).`,
 	return cmd
 }
 
+// gcOutput is `gc --json`'s result: the interrupted applies recovered,
+// what was removed, and the error when something could not be.
+type gcOutput struct {
+	*sandbox.GCReport
+	Applies  []review.Recovered `json:"applies"`
+	Error    *jsonError         `json:"error,omitempty"`
+	ExitCode int                `json:"exit_code"`
+}
+
+// profileOutput is one profile as `profiles --json` shows it. Expose and
+// Hides partition the built-in hide lists (agent-config, secrets,
+// gitignore): the ones the profile exposes (its expose: list, or the
+// older expose_agent_config) and the ones the view applies.
+type profileOutput struct {
+	Name        string            `json:"name"`
+	Description string            `json:"description"`
+	Commands    []string          `json:"commands"`
+	Expose      []string          `json:"expose"`
+	Hides       []string          `json:"hides"`
+	Seccomp     string            `json:"seccomp"`
+	Resources   map[string]string `json:"resources"`
+}
+
+func profileJSON(p *profiles.Profile) profileOutput {
+	r := p.Resources
+	expose, hides := []string{}, []string{}
+	hidden := p.HideLists()
+	for _, l := range names.Lists() {
+		if slices.Contains(hidden, l) {
+			hides = append(hides, string(l))
+		} else {
+			expose = append(expose, string(l))
+		}
+	}
+	return profileOutput{Name: p.Name, Description: p.Description, Commands: p.Commands, Expose: expose, Hides: hides,
+		Seccomp: p.Seccomp, Resources: map[string]string{
+			"memory": r.Memory, "pids": fmt.Sprint(r.Pids), "cpus": fmt.Sprint(r.CPUs), "timeout": r.Timeout,
+			"output": r.Output, "write_area": r.WriteArea, "write_inodes": fmt.Sprint(r.WriteInodes), "tmp": r.Tmp,
+		}}
+}
+
 func newProfilesCommand() *cobra.Command {
-	return &cobra.Command{
-		Use:   "profiles [NAME]",
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "profiles [--json] [NAME]",
 		Short: "List the built-in profiles, or show one",
 		Args:  cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			out := cmd.OutOrStdout()
 			if len(args) == 0 {
+				list := []profileOutput{}
 				for _, n := range profiles.Builtins() {
 					p, err := profiles.Load(n)
 					if err != nil {
-						return err
+						return &exitError{code: exitFailed, err: err}
 					}
-					fmt.Fprintf(cmd.OutOrStdout(), "%s\t%s\n", n, p.Description)
+					list = append(list, profileJSON(p))
+				}
+				if asJSON {
+					return writeJSON(out, list)
+				}
+				for _, p := range list {
+					fmt.Fprintf(out, "%s\t%s\n", p.Name, p.Description)
 				}
 				return nil
 			}
@@ -153,9 +238,14 @@ func newProfilesCommand() *cobra.Command {
 			if err != nil {
 				return &exitError{code: exitFailed, err: err}
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "name: %s\ndescription: %s\ncommands: %s\nhides agent config: %v\n",
-				p.Name, p.Description, strings.Join(p.Commands, " "), !p.ExposeAgentConfig)
+			if asJSON {
+				return writeJSON(out, profileJSON(p))
+			}
+			fmt.Fprintf(out, "name: %s\ndescription: %s\ncommands: %s\nhides built-in lists: %s\n",
+				p.Name, p.Description, strings.Join(p.Commands, " "), strings.Join(profileJSON(p).Hides, " "))
 			return nil
 		},
 	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON: an array of profiles, or the one named")
+	return cmd
 }

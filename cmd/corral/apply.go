@@ -2,17 +2,18 @@ package main
 
 import (
 	"bufio"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
+	"slices"
+	"strconv"
 	"strings"
 	"unicode"
 
 	"github.com/corral-sandbox/corral/allowlist"
 	"github.com/corral-sandbox/corral/audit"
-	"github.com/corral-sandbox/corral/mounts"
+	"github.com/corral-sandbox/corral/mounts/changeset"
 	"github.com/corral-sandbox/corral/profiles"
 	"github.com/corral-sandbox/corral/review"
 	"github.com/corral-sandbox/corral/sandbox"
@@ -61,8 +62,9 @@ var isTerminal = func(r io.Reader) bool {
 func newApplyCommand(g *globalFlags) *cobra.Command {
 	af := &applyFlags{}
 	var repo, patchFile, profile, page, scopeDir, agent string
+	var recoverOnly bool
 	cmd := &cobra.Command{
-		Use:   "apply --repo DIR --patch FILE [--approve TOKEN]...",
+		Use:   "apply --repo DIR --patch FILE [--approve TOKEN]... | apply --recover",
 		Short: "Review a patch and write the approved changes to the repository (dry run by default)",
 		Long: `Reads a patch artifact (corral run --diff-out, CI, git diff) and puts it
 through the same validation as a sandbox's own change set: only git-style
@@ -78,10 +80,26 @@ turn (highest risk first) and the ones answered yes are written.
 the change's path, kind, content and risk, so it approves nothing else.
 Writes are all or none, atomic per file, and never follow a symbolic link
 in the repository; a file changed since the patch was made is a conflict.
+Each apply is a transaction journaled in STATE-DIR/apply: one interrupted
+(the process killed, the machine down) is finished or rolled back by the
+next apply, by ` + "`corral gc`" + `, or by ` + "`corral apply --recover`" + `, which does only that.
 
 ` + applyExitCodes,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if recoverOnly {
+				return recoverApplies(cmd, g, af.json)
+			}
+			var missing []string
+			for name, v := range map[string]string{"patch": patchFile, "repo": repo} {
+				if v == "" {
+					missing = append(missing, strconv.Quote(name))
+				}
+			}
+			if len(missing) > 0 {
+				slices.Sort(missing)
+				return usageError(fmt.Errorf("required flag(s) %s not set", strings.Join(missing, ", ")))
+			}
 			prof, err := loadProfile(profile)
 			if err != nil {
 				return err
@@ -101,13 +119,20 @@ in the repository; a file changed since the patch was made is a conflict.
 			defer log.Close()
 			cs, err := review.ParsePatch(pol.Repo, data, pol.Scope, pol.View())
 			if err != nil {
-				_ = log.Refusal("", "patch", err)
-				return applyExit(fmt.Errorf("patch %s: %w", patchFile, err))
+				err = fmt.Errorf("patch %s: %w", patchFile, err)
+				if aerr := log.Log("", refusalEvent("patch", err)); aerr != nil {
+					return &exitError{code: exitFailed, err: errors.Join(err, aerr)}
+				}
+				return applyExit(err)
 			}
-			if err := log.ChangeSet("", cs); err != nil {
+			digest, err := audit.DigestJSON(cs)
+			if err == nil {
+				err = log.Log("", &audit.ChangeSet{SHA256: digest, Changes: len(cs.Changes), Violations: len(cs.Violations)})
+			}
+			if err != nil {
 				return &exitError{code: exitFailed, err: err}
 			}
-			return applyChangeSet(cmd, af, log, "", pol.Repo, cs, pol.Scope, pol.View())
+			return applyChangeSet(cmd, af, log, g.stateDir, "", pol.Repo, cs, pol.Scope, pol.View())
 		},
 	}
 	f := cmd.Flags()
@@ -117,8 +142,7 @@ in the repository; a file changed since the patch was made is a conflict.
 	f.StringVar(&page, "page", "", "page mode: the only path the patch may change, e.g. openwiki/pages/a.md")
 	f.StringVar(&scopeDir, "scope", "", "the writable directory (default openwiki/)")
 	f.StringVar(&agent, "agent", "", "agent id: the writable directory is openwiki/agents/ID/")
-	_ = cmd.MarkFlagRequired("repo")
-	_ = cmd.MarkFlagRequired("patch")
+	f.BoolVar(&recoverOnly, "recover", false, "only finish or roll back interrupted applies (journaled in STATE-DIR/apply), then exit")
 	af.add(cmd)
 	return cmd
 }
@@ -148,7 +172,7 @@ turn; --approve TOKEN writes the changes those tokens name, all or none.
 			defer sess.Close()
 			// Changes logged the set; Apply logs approvals and the apply
 			// to the same log.
-			return applyChangeSet(cmd, af, exec.Audit(), args[0], sess.Repo, cs, sess.Scope, sess.View())
+			return applyChangeSet(cmd, af, exec.Audit(), g.stateDir, args[0], sess.Repo, cs, sess.Scope, sess.View())
 		},
 	}
 	af.add(cmd)
@@ -167,7 +191,7 @@ func readPatch(cmd *cobra.Command, name string) ([]byte, error) {
 		defer f.Close()
 		r = f
 	}
-	data, err := io.ReadAll(io.LimitReader(r, review.MaxPatchBytes+1))
+	data, err := io.ReadAll(io.LimitReader(r, changeset.MaxPatchBytes+1))
 	if err != nil {
 		return nil, fmt.Errorf("reading the patch: %w", err)
 	}
@@ -178,13 +202,13 @@ func readPatch(cmd *cobra.Command, name string) ([]byte, error) {
 // session apply`: preview, then approvals from --approve or a terminal
 // prompt, then review.Apply, which checks them again. It prints to the
 // command's output and returns an *exitError for a non-zero exit.
-func applyChangeSet(cmd *cobra.Command, af *applyFlags, log *audit.Logger, session, repo string, cs *mounts.ChangeSet, scope allowlist.Scope, view allowlist.View) error {
+func applyChangeSet(cmd *cobra.Command, af *applyFlags, log *audit.Logger, stateDir, session, repo string, cs *changeset.Set, scope allowlist.Scope, view allowlist.View) error {
 	out, errw := cmd.OutOrStdout(), cmd.ErrOrStderr()
-	opts := review.Options{View: view, Audit: log, Session: session}
+	opts := review.Options{View: view, Audit: log, Session: session, JournalDir: review.JournalDir(stateDir)}
 	for _, s := range af.dryRunOnly {
 		l, err := review.ParseLevel(s)
 		if err != nil {
-			return &exitError{code: exitFailed, err: fmt.Errorf("--dry-run-only: %w", err)}
+			return usageError(fmt.Errorf("--dry-run-only: %w", err))
 		}
 		opts.DryRunOnly = append(opts.DryRunOnly, l)
 	}
@@ -199,7 +223,7 @@ func applyChangeSet(cmd *cobra.Command, af *applyFlags, log *audit.Logger, sessi
 	if rep == nil {
 		return applyExit(perr)
 	}
-	changes := map[string]mounts.Change{}
+	changes := map[string]changeset.Change{}
 	for _, c := range cs.Changes {
 		changes[c.Path] = c
 	}
@@ -210,7 +234,9 @@ func applyChangeSet(cmd *cobra.Command, af *applyFlags, log *audit.Logger, sessi
 	case len(af.approve) > 0:
 		a, err := review.ApprovalsFor(cs, scope, af.approve, opts)
 		if err != nil {
-			_ = log.Refusal(session, "approval", err)
+			if aerr := log.Log(session, refusalEvent("approval", err)); aerr != nil {
+				return &exitError{code: exitFailed, err: errors.Join(err, aerr)}
+			}
 			return applyExit(err)
 		}
 		approvals = a
@@ -230,13 +256,10 @@ func applyChangeSet(cmd *cobra.Command, af *applyFlags, log *audit.Logger, sessi
 		approvals = a
 	default:
 		if af.json {
-			if err := writeJSON(out, rep); err != nil {
-				return err
-			}
-		} else {
-			printReport(out, rep, changes, !af.noDiff)
-			printHowToApprove(out, rep)
+			return writeReport(out, rep, perr)
 		}
+		printReport(out, rep, changes, !af.noDiff)
+		printHowToApprove(out, rep)
 		if perr != nil {
 			return applyExit(perr)
 		}
@@ -247,7 +270,7 @@ func applyChangeSet(cmd *cobra.Command, af *applyFlags, log *audit.Logger, sessi
 	res, err := review.Apply(repo, cs, scope, approvals, opts)
 	if err != nil {
 		if res != nil && af.json {
-			_ = writeJSON(out, res)
+			return writeReport(out, res, err)
 		}
 		return applyExit(err)
 	}
@@ -265,9 +288,91 @@ func applyChangeSet(cmd *cobra.Command, af *applyFlags, log *audit.Logger, sessi
 	return nil
 }
 
+// refusalEvent converts a refusal for the audit log.
+func refusalEvent(stage string, err error) *audit.Refusal {
+	e := &audit.Refusal{Stage: stage, Error: err.Error()}
+	var r *allowlist.Refusal
+	if errors.As(err, &r) {
+		e.Rule = r.Rule
+	}
+	return e
+}
+
+// recoverApplies finishes or rolls back the interrupted applies journaled
+// in the state directory, records each in the audit log and prints them
+// (with --json: the array of review.Recovered, or, when one could not be
+// rolled back, a recoverOutput). A transaction that could not be rolled
+// back exits 125 with what to restore by hand.
+func recoverApplies(cmd *cobra.Command, g *globalFlags, asJSON bool) error {
+	log, err := audit.Open(g.stateDir, g.audit)
+	if err != nil {
+		return &exitError{code: exitFailed, err: fmt.Errorf("%w (pass a writable --state-dir)", err)}
+	}
+	defer log.Close()
+	recs, err := recoverAndLog(g.stateDir, log)
+	for _, r := range recs {
+		if r.Outcome == review.OutcomeStuck {
+			err = errors.Join(err, fmt.Errorf("apply %s to %s could not be rolled back", r.TxID, r.Repo))
+		}
+	}
+	out := cmd.OutOrStdout()
+	if asJSON {
+		if recs == nil {
+			recs = []review.Recovered{}
+		}
+		var werr error
+		if err != nil {
+			werr = writeJSON(out, recoverOutput{Error: jsonErrorOf(exitFailed, err), Applies: recs, ExitCode: exitFailed})
+		} else {
+			werr = writeJSON(out, recs)
+		}
+		if werr != nil {
+			return werr
+		}
+	} else {
+		if len(recs) == 0 && err == nil {
+			fmt.Fprintln(out, "no interrupted apply")
+		}
+		for _, r := range recs {
+			fmt.Fprintf(out, "%s %s: %s\n", r.TxID, sanitize(r.Repo), r.Outcome)
+			for _, p := range r.Left {
+				fmt.Fprintf(out, "  restore by hand: %s: %s\n", sanitize(p.Path), sanitize(p.Reason))
+			}
+		}
+	}
+	if err != nil {
+		return &exitError{code: exitFailed, err: err, printed: asJSON}
+	}
+	return nil
+}
+
+// recoverOutput is `apply --recover --json`'s result when it fails: the
+// error, the transactions found (as on success) and exit code 125.
+type recoverOutput struct {
+	Error    *jsonError         `json:"error"`
+	Applies  []review.Recovered `json:"applies"`
+	ExitCode int                `json:"exit_code"`
+}
+
+// recoverAndLog runs review.Recover on the state directory's journal and
+// records each transaction it found.
+func recoverAndLog(stateDir string, log *audit.Logger) ([]review.Recovered, error) {
+	recs, err := review.Recover(review.JournalDir(stateDir))
+	for _, r := range recs {
+		var left []string
+		for _, p := range r.Left {
+			left = append(left, p.Path+": "+p.Reason)
+		}
+		if aerr := log.Log("", &audit.ApplyRecovered{Repo: r.Repo, TxID: r.TxID, Outcome: r.Outcome, Left: left}); aerr != nil {
+			err = errors.Join(err, fmt.Errorf("recovered, but the audit log could not record it: %w", aerr))
+		}
+	}
+	return recs, err
+}
+
 // prompt offers each pending change in turn and returns the approvals
 // given. A high-risk change needs the full word "yes".
-func prompt(in io.Reader, out io.Writer, rep *review.Report, changes map[string]mounts.Change) ([]review.Approval, error) {
+func prompt(in io.Reader, out io.Writer, rep *review.Report, changes map[string]changeset.Change) ([]review.Approval, error) {
 	sc := bufio.NewScanner(in)
 	var approvals []review.Approval
 	n := 0
@@ -311,7 +416,7 @@ func prompt(in io.Reader, out io.Writer, rep *review.Report, changes map[string]
 }
 
 // printReport prints every change, highest risk first.
-func printReport(out io.Writer, rep *review.Report, changes map[string]mounts.Change, diff bool) {
+func printReport(out io.Writer, rep *review.Report, changes map[string]changeset.Change, diff bool) {
 	fmt.Fprintf(out, "%d change(s), highest risk first:\n\n", len(rep.Items))
 	for _, it := range rep.Items {
 		printItem(out, it, changes, diff)
@@ -328,7 +433,7 @@ func printReport(out io.Writer, rep *review.Report, changes map[string]mounts.Ch
 
 // printItem prints one change: class, kind, path, token, reasons and,
 // when diff is set, its patch with control characters made visible.
-func printItem(out io.Writer, it review.Item, changes map[string]mounts.Change, diff bool) {
+func printItem(out io.Writer, it review.Item, changes map[string]changeset.Change, diff bool) {
 	fmt.Fprintf(out, "%-6s  %-6s  %s  (approve: %s)\n", strings.ToUpper(it.Risk.Level.String()), it.Kind, sanitize(it.Path), it.Token)
 	for _, r := range it.Risk.Reasons {
 		fmt.Fprintf(out, "        - %s\n", sanitize(r))
@@ -340,7 +445,7 @@ func printItem(out io.Writer, it review.Item, changes map[string]mounts.Change, 
 	if !ok {
 		return
 	}
-	p, err := mounts.Patch(&mounts.ChangeSet{Changes: []mounts.Change{ch}})
+	p, err := changeset.Patch(&changeset.Set{Changes: []changeset.Change{ch}})
 	if err != nil {
 		fmt.Fprintf(out, "        (no diff: %v)\n", err)
 		return
@@ -390,18 +495,12 @@ func sanitize(s string) string {
 	return b.String()
 }
 
-func writeJSON(out io.Writer, v any) error {
-	enc := json.NewEncoder(out)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
-}
-
 // applyExit maps a review error to the exit codes of applyExitCodes.
 func applyExit(err error) error {
 	var (
 		conflict *review.ConflictError
 		refused  *review.RefusedError
-		rejected *mounts.RejectedError
+		rejected *changeset.RejectedError
 		refusal  *allowlist.Refusal
 		rollback *review.RollbackError
 	)

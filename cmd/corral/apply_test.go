@@ -109,13 +109,30 @@ func TestApplyCommandDryRunThenApprove(t *testing.T) {
 	out, code = runApplyCLI(t, nil, "apply", "--state-dir", state, "--repo", repo, "--patch", patch)
 	assert.Equal(t, exitConflict, code, out)
 
-	evs, err := audit.Read(filepath.Join(state, audit.FileName))
+	recs, err := audit.Read(filepath.Join(state, audit.FileName))
 	require.NoError(t, err)
 	var kinds []string
-	for _, e := range evs {
-		kinds = append(kinds, e.Event)
+	for _, r := range recs {
+		kinds = append(kinds, r.Type)
 	}
-	assert.Equal(t, []string{"changeset", "changeset", "approval", "approval", "apply", "refusal"}, kinds)
+	assert.Equal(t, []string{"changeset", "changeset", "approval", "approval", "apply_started", "apply", "refusal"}, kinds)
+	assert.NoFileExists(t, filepath.Join(repo, ".corral-apply"))
+	entries, err := os.ReadDir(filepath.Join(state, "apply"))
+	require.NoError(t, err)
+	assert.Empty(t, entries, "the journal of a finished apply is removed")
+}
+
+func TestApplyCommandRecover(t *testing.T) {
+	_, _, state := applyRepo(t)
+	out, code := runApplyCLI(t, nil, "apply", "--state-dir", state, "--recover")
+	require.Equal(t, 0, code, out)
+	assert.Contains(t, out, "no interrupted apply")
+	out, code = runApplyCLI(t, nil, "apply", "--state-dir", state, "--recover", "--json")
+	require.Equal(t, 0, code, out)
+	assert.JSONEq(t, "[]", out)
+	out, code = runApplyCLI(t, nil, "apply", "--state-dir", state)
+	assert.Equal(t, exitFailed, code, out)
+	assert.Contains(t, out, `required flag(s) "patch", "repo" not set`)
 }
 
 func TestApplyCommandRefusals(t *testing.T) {

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -9,7 +8,7 @@ import (
 	"strings"
 
 	"github.com/corral-sandbox/corral/allowlist"
-	"github.com/corral-sandbox/corral/mounts"
+	"github.com/corral-sandbox/corral/mounts/changeset"
 	"github.com/corral-sandbox/corral/profiles"
 	"github.com/corral-sandbox/corral/sandbox"
 	"github.com/spf13/cobra"
@@ -60,6 +59,7 @@ type sessionFlags struct {
 	page     string
 	readOnly bool
 	json     bool
+	quiet    bool
 }
 
 func (s *sessionFlags) add(cmd *cobra.Command) {
@@ -76,24 +76,33 @@ func (s *sessionFlags) add(cmd *cobra.Command) {
 
 func argvFrom(cmd *cobra.Command, args []string) ([]string, error) {
 	if cmd.ArgsLenAtDash() < 0 && len(args) > 0 && strings.HasPrefix(args[0], "-") {
-		return nil, &exitError{code: exitFailed, err: fmt.Errorf("put the command after --: corral %s [flags] -- CMD ARG...", cmd.Name())}
+		return nil, usageError(fmt.Errorf("put the command after --: corral %s [flags] -- CMD ARG...", cmd.Name()))
 	}
 	if len(args) == 0 {
-		return nil, &exitError{code: exitFailed, err: fmt.Errorf("no command given: corral %s [flags] -- CMD ARG...", cmd.Name())}
+		return nil, usageError(fmt.Errorf("no command given: corral %s [flags] -- CMD ARG...", cmd.Name()))
 	}
 	return args, nil
 }
 
-// runOutput is the JSON result object of `corral run`.
+// runOutput is the JSON result object of `corral run` and `corral
+// session exec`. ExitCode is the process's exit code, ToolExitCode the
+// tool's own status (128+N when a signal N ended it); Error is set when
+// corral's verdict replaced the tool's status (a limit, a rejected change
+// set).
 type runOutput struct {
 	*sandbox.Result
-	DurationMS float64            `json:"duration_ms"`
-	Stdout     string             `json:"stdout"`
-	Stderr     string             `json:"stderr"`
-	Refusal    *refusalOutput     `json:"refusal,omitempty"`
-	Changes    []mounts.Change    `json:"changes"`
-	Violations []mounts.Violation `json:"violations"`
-	Session    string             `json:"session,omitempty"`
+	ExitCode     int                 `json:"exit_code"`
+	ToolExitCode int                 `json:"tool_exit_code"`
+	Error        *jsonError          `json:"error,omitempty"`
+	DurationMS   float64             `json:"duration_ms"`
+	Stdout       string              `json:"stdout"`
+	Stderr       string              `json:"stderr"`
+	Changes      []changeset.Change  `json:"changes"`
+	Violations   []changeset.Problem `json:"violations"`
+	// NewViolations are the violations this call introduced; the exit
+	// code is 123 exactly when there are any.
+	NewViolations []changeset.Problem `json:"new_violations"`
+	Session       string              `json:"session,omitempty"`
 }
 
 type refusalOutput struct {
@@ -120,8 +129,10 @@ streams its output and exits with its exit code. The change set is
 collected from the write area; --diff-out writes it as a unified patch.
 The repository itself is never written.
 
-Exit codes: the tool's own; 123 change set rejected; 124 a limit killed
-the tool; 125 corral failed; 126 refused by policy (nothing started).`,
+Exit codes: the tool's own; 123 this call made the change set rejected;
+124 a limit killed the tool; 125 corral failed; 126 refused by policy
+(nothing started). With --json the result object's exit_code is the
+process's, tool_exit_code the tool's own.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			argv, err := argvFrom(cmd, args)
 			if err != nil {
@@ -132,8 +143,12 @@ the tool; 125 corral failed; 126 refused by policy (nothing started).`,
 	}
 	sf.add(cmd)
 	cmd.Flags().StringVar(&diffOut, "diff-out", "", "write the change set as a unified patch (git apply-able) to FILE")
+	cmd.Flags().BoolVarP(&sf.quiet, "quiet", "q", false, quietUsage)
 	return cmd
 }
+
+// quietUsage is the --quiet flag's help of run and session exec.
+const quietUsage = "print nothing of corral's own on stderr but what explains a non-tool exit code (no change-set summary, no progress)"
 
 func loadProfile(name string) (*profiles.Profile, error) {
 	p, err := profiles.Load(name)
@@ -145,30 +160,42 @@ func loadProfile(name string) (*profiles.Profile, error) {
 
 func runOnce(cmd *cobra.Command, g *globalFlags, sf *sessionFlags, diffOut string, argv []string) error {
 	ctx := cmd.Context()
-	stdout, stderr := cmd.OutOrStdout(), cmd.ErrOrStderr()
+	stderr := cmd.ErrOrStderr()
 	prof, err := loadProfile(sf.profile)
 	if err != nil {
 		return err
 	}
 	if sf.page != "" && sf.readOnly {
-		return &exitError{code: exitFailed, err: errors.New("--page and --read-only exclude each other")}
+		return usageError(errors.New("--page and --read-only exclude each other"))
 	}
-	exec, err := sandbox.New(ctx, g.config(stderr))
+	log := stderr
+	if sf.quiet {
+		log = io.Discard
+	}
+	exec, err := sandbox.New(ctx, g.config(log))
 	if err != nil {
 		return &exitError{code: exitFailed, err: err}
 	}
 	defer exec.Close()
 	sess, err := exec.NewSession(ctx, sandbox.SessionConfig{Repo: sf.repo, Profile: prof, Page: sf.page, ReadOnly: sf.readOnly})
 	if err != nil {
-		return refusalOr(sf.json, stdout, err)
+		return refusalOr(err)
 	}
 	defer sess.Close()
-	return execAndReport(cmd, sess, prof, argv, sf.json, diffOut)
+	return execAndReport(cmd, sess, prof, argv, reportOptions{json: sf.json, quiet: sf.quiet, diffOut: diffOut})
+}
+
+// reportOptions are how execAndReport reports.
+type reportOptions struct {
+	json    bool   // a JSON result object instead of streamed output
+	quiet   bool   // no change-set summary on stderr
+	diffOut string // write the change set as a patch to this file
 }
 
 // execAndReport runs argv in the session and reports like `corral run`:
 // streamed output or a JSON object, the change set, the exit code.
-func execAndReport(cmd *cobra.Command, sess *sandbox.Session, prof *profiles.Profile, argv []string, asJSON bool, diffOut string) error {
+func execAndReport(cmd *cobra.Command, sess *sandbox.Session, prof *profiles.Profile, argv []string, o reportOptions) error {
+	asJSON, diffOut := o.json, o.diffOut
 	ctx := cmd.Context()
 	stdout, stderr := cmd.OutOrStdout(), cmd.ErrOrStderr()
 	var streamOut, streamErr io.Writer = stdout, stderr
@@ -177,14 +204,16 @@ func execAndReport(cmd *cobra.Command, sess *sandbox.Session, prof *profiles.Pro
 	}
 	res, err := sess.Exec(ctx, argv, streamOut, streamErr)
 	if err != nil {
-		return refusalOr(asJSON, stdout, err)
+		return refusalOr(err)
 	}
-	cs, err := sess.Changes()
+	// Exit 123 belongs to the call that made a violation: a later call
+	// exits with the tool's own code while the set stays rejected.
+	cs, introduced, err := sess.CallChanges()
 	if err != nil {
 		return &exitError{code: exitFailed, err: fmt.Errorf("collecting the change set: %w", err)}
 	}
 	if diffOut != "" && cs.Err() == nil {
-		patch, err := mounts.Patch(cs)
+		patch, err := changeset.Patch(cs)
 		if err != nil {
 			return &exitError{code: exitFailed, err: err}
 		}
@@ -196,36 +225,61 @@ func execAndReport(cmd *cobra.Command, sess *sandbox.Session, prof *profiles.Pro
 	if res.Killed() {
 		code = exitLimit
 	}
-	if cs.Err() != nil {
+	if len(introduced) > 0 {
 		code = exitRejected
+	}
+	var verdict error // corral's reason when code is not the tool's
+	switch code {
+	case exitRejected:
+		verdict = (&changeset.Set{Violations: introduced}).Err()
+	case exitLimit:
+		var why []string
+		for _, l := range res.LimitsHit {
+			why = append(why, describeLimit(l, prof))
+		}
+		verdict = fmt.Errorf("limit hit: %s", strings.Join(why, "; "))
 	}
 	if asJSON {
 		out := runOutput{
-			Result: res, DurationMS: float64(res.Duration.Microseconds()) / 1000,
-			Stdout: string(res.Stdout), Stderr: string(res.Stderr),
-			Changes: cs.Changes, Violations: cs.Violations,
+			Result: res, ExitCode: code, ToolExitCode: res.ExitCode,
+			DurationMS: float64(res.Duration.Microseconds()) / 1000,
+			Stdout:     string(res.Stdout), Stderr: string(res.Stderr),
+			Changes: cs.Changes, Violations: cs.Violations, NewViolations: introduced,
+		}
+		if out.Violations == nil {
+			out.Violations = []changeset.Problem{}
+		}
+		if out.NewViolations == nil {
+			out.NewViolations = []changeset.Problem{}
+		}
+		if verdict != nil {
+			out.Error = jsonErrorOf(code, verdict)
 		}
 		if rec := sess.Record(); rec != nil {
 			out.Session = rec.ID
 		}
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(out); err != nil {
+		if err := writeJSON(stdout, out); err != nil {
 			return err
 		}
-	} else {
-		for _, l := range res.LimitsHit {
-			fmt.Fprintf(stderr, "corral: limit hit: %s\n", describeLimit(l, prof))
+		if code != 0 {
+			return &exitError{code: code, printed: true}
 		}
-		if res.StdoutTruncated || res.StderrTruncated {
-			fmt.Fprintf(stderr, "corral: output cut at %s per stream\n", prof.Resources.Output)
-		}
-		if len(cs.Changes) > 0 {
-			fmt.Fprintf(stderr, "corral: %s", cs.Stat())
-		}
-		if err := cs.Err(); err != nil {
-			fmt.Fprintf(stderr, "corral: change set rejected: %v\n", err)
-		}
+		return nil
+	}
+	for _, l := range res.LimitsHit {
+		fmt.Fprintf(stderr, "corral: limit hit: %s\n", describeLimit(l, prof))
+	}
+	if res.StdoutTruncated || res.StderrTruncated {
+		fmt.Fprintf(stderr, "corral: output cut at %s per stream\n", prof.Resources.Output)
+	}
+	if len(cs.Changes) > 0 && !o.quiet {
+		fmt.Fprintf(stderr, "corral: %s", cs.Stat())
+	}
+	switch {
+	case len(introduced) > 0:
+		fmt.Fprintf(stderr, "corral: this call made the change set rejected: %v\n", verdict)
+	case cs.Err() != nil && !o.quiet:
+		fmt.Fprintf(stderr, "corral: the change set is still rejected (by an earlier call): %v\n", cs.Err())
 	}
 	if code != 0 {
 		return &exitError{code: code}
@@ -250,17 +304,12 @@ func describeLimit(l string, p *profiles.Profile) string {
 	return l
 }
 
-// refusalOr turns a policy refusal into exit 126 (with a JSON object when
-// asked) and anything else into exit 125.
-func refusalOr(asJSON bool, stdout io.Writer, err error) error {
+// refusalOr turns a policy refusal into exit 126 and anything else into
+// exit 125; execute prints either as JSON when asked.
+func refusalOr(err error) error {
 	var r *allowlist.Refusal
 	if !errors.As(err, &r) {
 		return &exitError{code: exitFailed, err: err}
-	}
-	if asJSON {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		_ = enc.Encode(map[string]any{"refusal": refusalJSON(r), "exit_code": exitRefused})
 	}
 	return &exitError{code: exitRefused, err: r}
 }

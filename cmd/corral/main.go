@@ -2,22 +2,25 @@
 // locked-down OCI container through containerd, and collects what it wrote
 // as a reviewable change set. See README.md.
 //
-// Exit codes of `corral run`: the tool's own exit code when it ran;
-// 123 the change set was rejected (the tool ran); 124 a limit killed the
-// tool (timeout, memory, output cap); 125 corral itself failed (bad flags,
-// no containerd, a layout it will not start on); 126 the invocation was
-// refused by policy and nothing started.
+// Exit codes of `corral run` and `corral session exec`: the tool's own
+// exit code when it ran; 123 this call made the change set rejected (the
+// tool ran; a later call that leaves the violation alone exits with its
+// own code); 124 a limit killed the tool (timeout, memory, output cap);
+// 125 corral itself failed (bad flags, no containerd, a layout it will
+// not start on); 126 the invocation was refused by policy and nothing
+// started.
+//
+// With --json (or --format json) every outcome is JSON on stdout, errors
+// included: {"error": {"kind": ..., "message": ...}, "exit_code": N}, where
+// N is the process's exit code (see execute).
 package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/signal"
 	"syscall"
-
-	"github.com/corral-sandbox/corral/allowlist"
 )
 
 // Exit codes (documented in the package comment and README.md).
@@ -32,6 +35,12 @@ const (
 type exitError struct {
 	code int
 	err  error
+	// kind overrides the JSON error kind of code (kindUsage).
+	kind string
+	// flagErr is set when the command's flags did not parse.
+	flagErr bool
+	// printed is set when the command printed its JSON result already.
+	printed bool
 }
 
 func (e *exitError) Error() string {
@@ -44,24 +53,7 @@ func (e *exitError) Unwrap() error { return e.err }
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	cmd := newRootCommand()
-	err := cmd.ExecuteContext(ctx)
-	if err == nil {
-		return
-	}
-	var ee *exitError
-	if errors.As(err, &ee) {
-		if ee.err != nil {
-			fmt.Fprintf(os.Stderr, "corral: %v\n", ee.err)
-		}
-		os.Exit(ee.code)
-	}
-	var r *allowlist.Refusal
-	if errors.As(err, &r) {
-		fmt.Fprintf(os.Stderr, "corral: %v\n", r)
-		os.Exit(exitRefused)
-	}
-	fmt.Fprintf(os.Stderr, "corral: %v\n", err)
-	os.Exit(exitFailed)
+	code := execute(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
 }

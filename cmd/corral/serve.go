@@ -3,10 +3,13 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
 
 	"github.com/corral-sandbox/corral/internal/mcpserver"
 	"github.com/corral-sandbox/corral/sandbox"
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/spf13/cobra"
 )
 
@@ -23,15 +26,25 @@ The launcher's flags fix the session: --session re-opens a persistent one
 (corral session create), otherwise a new persistent session is created from
 --repo, --profile and the scope flags and its id is printed on stderr. No
 tool chooses a repository, profile, scope, agent or session. When the client
-disconnects the server ends; the session and what it wrote stay (see
-'corral session diff' and 'corral session rm').`,
+disconnects (closes stdin or stdout) the server ends with exit 0; the session
+and what it wrote stay (see 'corral session diff' and 'corral session rm').
+
+Messages are JSON-RPC 2.0, one per line, at most 16 MiB and 64 levels deep;
+a line that is not one is answered with a JSON-RPC error (-32700 parse
+error, -32600 invalid request) and the server goes on serving.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if !mcpMode {
-				return &exitError{code: exitFailed, err: errors.New("only --mcp (MCP over stdio) is implemented")}
+				return usageError(errors.New("only --mcp (MCP over stdio) is implemented"))
 			}
 			ctx := cmd.Context()
 			stderr := cmd.ErrOrStderr()
+			// A client that closes stdout must end the server through its
+			// cleanup: with SIGPIPE notified, a write to the closed pipe
+			// fails with EPIPE instead of killing the process.
+			sigpipe := make(chan os.Signal, 1)
+			signal.Notify(sigpipe, syscall.SIGPIPE)
+			defer signal.Stop(sigpipe)
 			cfg := g.config(stderr)
 			cfg.Cold = false // a server prepares each next container before the call
 			exec, err := sandbox.New(ctx, cfg)
@@ -42,7 +55,7 @@ disconnects the server ends; the session and what it wrote stay (see
 			var sess *sandbox.Session
 			if sessionID != "" {
 				if cf.repo != "" || cf.scope != "" || cf.page != "" || cf.agentID != "" || cf.readOnly || cmd.Flags().Changed("profile") {
-					return &exitError{code: exitFailed, err: errors.New("--session excludes --repo, --profile, --scope, --page, --agent-id and --read-only: the session's capability was fixed when it was created")}
+					return usageError(errors.New("--session excludes --repo, --profile, --scope, --page, --agent-id and --read-only: the session's capability was fixed when it was created"))
 				}
 				if sess, err = exec.OpenSession(ctx, sessionID); err != nil {
 					return &exitError{code: exitFailed, err: err}
@@ -53,7 +66,7 @@ disconnects the server ends; the session and what it wrote stay (see
 					return err
 				}
 				if sess, err = exec.CreateSession(ctx, cfg, source); err != nil {
-					return refusalOr(false, nil, err)
+					return refusalOr(err)
 				}
 			}
 			defer sess.Close()
@@ -64,7 +77,12 @@ disconnects the server ends; the session and what it wrote stay (see
 			}
 			fmt.Fprintf(stderr, "corral: serving session %s over MCP (repository %s, profile %s, writable: %s)\n", rec.ID, rec.Repo, rec.ProfileName, scope)
 			srv := mcpserver.New(sess, mcpserver.Options{Version: sandbox.Version(), ReadOnly: rec.ReadOnly, Scope: scope, Commands: sess.Profile.Commands})
-			if err := srv.Run(ctx, &mcp.StdioTransport{}); err != nil && ctx.Err() == nil {
+			err = srv.Run(ctx, mcpserver.Stdio())
+			switch {
+			case err == nil, ctx.Err() != nil:
+			case clientGone(err):
+				fmt.Fprintln(stderr, "corral: the client closed the connection")
+			default:
 				return &exitError{code: exitFailed, err: fmt.Errorf("serving MCP: %w", err)}
 			}
 			return nil
@@ -74,4 +92,10 @@ disconnects the server ends; the session and what it wrote stay (see
 	cmd.Flags().StringVar(&sessionID, "session", "", "serve this persistent session (corral session create)")
 	cf.add(cmd.Flags())
 	return cmd
+}
+
+// clientGone reports whether err means the MCP client went away: its end
+// of stdin or stdout is closed.
+func clientGone(err error) bool {
+	return errors.Is(err, syscall.EPIPE) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrClosedPipe) || errors.Is(err, os.ErrClosed)
 }

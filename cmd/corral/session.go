@@ -1,16 +1,18 @@
 package main
 
 import (
-	"encoding/json"
+	"bytes"
 	"errors"
 	"fmt"
+	"io"
+	"os"
 	"path/filepath"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/containerd/errdefs"
-	"github.com/corral-sandbox/corral/mounts"
+	"github.com/corral-sandbox/corral/mounts/changeset"
 	"github.com/corral-sandbox/corral/profiles"
 	"github.com/corral-sandbox/corral/sandbox"
 	"github.com/spf13/cobra"
@@ -41,10 +43,10 @@ func (c *capFlags) add(f *pflag.FlagSet) {
 // the profile was named (a built-in name, or the file's absolute path).
 func (c *capFlags) config() (sandbox.SessionConfig, string, error) {
 	if c.repo == "" {
-		return sandbox.SessionConfig{}, "", &exitError{code: exitFailed, err: errors.New("--repo is required")}
+		return sandbox.SessionConfig{}, "", usageError(errors.New("--repo is required"))
 	}
 	if c.page != "" && c.readOnly {
-		return sandbox.SessionConfig{}, "", &exitError{code: exitFailed, err: errors.New("--page and --read-only exclude each other")}
+		return sandbox.SessionConfig{}, "", usageError(errors.New("--page and --read-only exclude each other"))
 	}
 	prof, err := loadProfile(c.profile)
 	if err != nil {
@@ -99,13 +101,11 @@ sends, nor a later edit of the profile file or of an ignore file, widens it.`,
 			defer exec.Close()
 			sess, err := exec.CreateSession(ctx, cfg, source)
 			if err != nil {
-				return refusalOr(asJSON, cmd.OutOrStdout(), err)
+				return refusalOr(err)
 			}
 			defer sess.Close()
 			if asJSON {
-				enc := json.NewEncoder(cmd.OutOrStdout())
-				enc.SetIndent("", "  ")
-				return enc.Encode(sess.Record())
+				return writeJSON(cmd.OutOrStdout(), sess.Record())
 			}
 			fmt.Fprintln(cmd.OutOrStdout(), sess.ID)
 			return nil
@@ -117,22 +117,28 @@ sends, nor a later edit of the profile file or of an ignore file, widens it.`,
 }
 
 func newSessionExecCommand(g *globalFlags) *cobra.Command {
-	var asJSON bool
-	var diffOut string
+	var o reportOptions
 	cmd := &cobra.Command{
-		Use:   "exec [--json] [--diff-out FILE] ID -- CMD ARG...",
+		Use:   "exec [--json] [--quiet] [--diff-out FILE] ID -- CMD ARG...",
 		Short: "Run one allowlisted command in a fresh container of the session",
 		Long: `Re-opens the session (its recorded capability, profile and hidden set),
 checks the argv against the profile before anything starts and runs it in a
 fresh container over the session's write area. Output, JSON and exit codes
 are those of 'corral run'; the change set reported is the session's whole
-change set so far.`,
+change set so far. Exit 123 is the call's that introduced a violation: a
+later call exits with the tool's own code (stderr notes that the set is
+still rejected), while 'session diff' and 'session apply' refuse the set
+until it is fixed.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if cmd.ArgsLenAtDash() != 1 || len(args) < 2 {
-				return &exitError{code: exitFailed, err: errors.New("usage: corral session exec [flags] ID -- CMD ARG...")}
+				return usageError(errors.New("usage: corral session exec [flags] ID -- CMD ARG..."))
 			}
 			ctx := cmd.Context()
-			exec, err := sandbox.New(ctx, g.config(cmd.ErrOrStderr()))
+			log := cmd.ErrOrStderr()
+			if o.quiet {
+				log = io.Discard
+			}
+			exec, err := sandbox.New(ctx, g.config(log))
 			if err != nil {
 				return &exitError{code: exitFailed, err: err}
 			}
@@ -142,11 +148,12 @@ change set so far.`,
 				return &exitError{code: exitFailed, err: err}
 			}
 			defer sess.Close()
-			return execAndReport(cmd, sess, sess.Profile, args[1:], asJSON, diffOut)
+			return execAndReport(cmd, sess, sess.Profile, args[1:], o)
 		},
 	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print a JSON result object")
-	cmd.Flags().StringVar(&diffOut, "diff-out", "", "write the session's change set as a unified patch to FILE")
+	cmd.Flags().BoolVar(&o.json, "json", false, "print a JSON result object")
+	cmd.Flags().StringVar(&o.diffOut, "diff-out", "", "write the session's change set as a unified patch to FILE")
+	cmd.Flags().BoolVarP(&o.quiet, "quiet", "q", false, quietUsage)
 	return cmd
 }
 
@@ -167,9 +174,7 @@ func newSessionLsCommand(g *globalFlags) *cobra.Command {
 				return &exitError{code: exitFailed, err: err}
 			}
 			if asJSON {
-				enc := json.NewEncoder(cmd.OutOrStdout())
-				enc.SetIndent("", "  ")
-				return enc.Encode(list)
+				return writeJSON(cmd.OutOrStdout(), list)
 			}
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "ID\tCREATED\tPROFILE\tSCOPE\tMOUNTED\tREPO")
@@ -191,8 +196,17 @@ func newSessionLsCommand(g *globalFlags) *cobra.Command {
 	return cmd
 }
 
+// rmOutput is `session rm --json`'s result: the sessions removed, and
+// the error when one could not be.
+type rmOutput struct {
+	Removed  []string   `json:"removed"`
+	Error    *jsonError `json:"error,omitempty"`
+	ExitCode int        `json:"exit_code"`
+}
+
 func newSessionRmCommand(g *globalFlags) *cobra.Command {
-	return &cobra.Command{
+	var asJSON bool
+	cmd := &cobra.Command{
 		Use:   "rm ID...",
 		Short: "Remove persistent sessions: their containers, host mounts and state",
 		Long: `Kills the session's running invocations, unmounts its host mounts and
@@ -206,34 +220,55 @@ gone: collect it first with 'corral session diff'.`,
 			}
 			defer exec.Close()
 			var errs []error
+			out := rmOutput{Removed: []string{}}
 			for _, id := range args {
 				if err := exec.RemoveSession(cmd.Context(), id); err != nil {
 					errs = append(errs, err)
 					continue
 				}
-				fmt.Fprintf(cmd.OutOrStdout(), "removed %s\n", id)
+				out.Removed = append(out.Removed, id)
+				if !asJSON {
+					fmt.Fprintf(cmd.OutOrStdout(), "removed %s\n", id)
+				}
 			}
-			if err := errors.Join(errs...); err != nil {
-				return &exitError{code: exitFailed, err: err}
+			err = errors.Join(errs...)
+			if asJSON {
+				if err != nil {
+					out.Error, out.ExitCode = jsonErrorOf(exitFailed, err), exitFailed
+				}
+				if werr := writeJSON(cmd.OutOrStdout(), out); werr != nil {
+					return werr
+				}
+			}
+			if err != nil {
+				return &exitError{code: exitFailed, err: err, printed: asJSON}
 			}
 			return nil
 		},
 	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print a JSON object: the sessions removed")
+	return cmd
 }
 
 func newSessionDiffCommand(g *globalFlags) *cobra.Command {
-	var format string
+	var format, output string
 	cmd := &cobra.Command{
-		Use:   "diff ID [--format patch|stat|json]",
+		Use:   "diff ID [--format patch|stat|json] [--output FILE]",
 		Short: "Print the session's change set so far",
 		Long: `Collects the session's change set from its write area: a unified patch
 (git apply-able, the default), a summary (stat) or JSON. A rejected change
 set (a symlink, an ignore file, a path outside the scope, ...) exits 123
-and prints its violations; no patch is made of it.`,
+and prints its violations; no patch is made of it.
+
+What the agent wrote is not trusted to reach a terminal: when standard
+output is a terminal, control characters (escape sequences), bidirectional
+and invisible format characters are shown escaped (\x1b, <U+202E>), as
+apply shows them. The patch keeps its bytes exactly when written to a file:
+--output FILE, or standard output redirected. JSON escapes them always.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if format != "patch" && format != "stat" && format != "json" {
-				return &exitError{code: exitFailed, err: fmt.Errorf("--format %q: %w: want patch, stat or json", format, errdefs.ErrInvalidArgument)}
+				return usageError(fmt.Errorf("--format %q: %w: want patch, stat or json", format, errdefs.ErrInvalidArgument))
 			}
 			exec, sess, cs, err := openSessionChanges(cmd, g, args[0])
 			if err != nil {
@@ -241,47 +276,70 @@ and prints its violations; no patch is made of it.`,
 			}
 			defer exec.Close()
 			defer sess.Close()
-			out := cmd.OutOrStdout()
+			var buf bytes.Buffer
+			rejected := cs.Err()
 			switch format {
 			case "json":
-				enc := json.NewEncoder(out)
-				enc.SetIndent("", "  ")
-				if err := enc.Encode(changeSetJSON(cs)); err != nil {
+				v := diffOutput{Set: changeSetJSON(cs)}
+				if rejected != nil {
+					v.Error, v.ExitCode = jsonErrorOf(exitRejected, rejected), exitRejected
+				}
+				if err := writeJSON(&buf, v); err != nil {
 					return err
 				}
 			case "stat":
-				fmt.Fprint(out, cs.Stat())
+				buf.WriteString(cs.Stat())
 			case "patch":
-				if cs.Err() == nil {
-					patch, err := mounts.Patch(cs)
-					if err != nil {
-						return &exitError{code: exitFailed, err: err}
+				if rejected != nil {
+					errw := cmd.ErrOrStderr()
+					fmt.Fprint(errw, forTerminal(errw, cs.Stat()))
+					break
+				}
+				patch, err := changeset.Patch(cs)
+				if err != nil {
+					return &exitError{code: exitFailed, err: err}
+				}
+				buf.Write(patch)
+			}
+			if output != "" {
+				if format != "patch" || rejected == nil {
+					if err := os.WriteFile(output, buf.Bytes(), 0o644); err != nil {
+						return &exitError{code: exitFailed, err: fmt.Errorf("writing --output: %w", err)}
 					}
-					if _, err := out.Write(patch); err != nil {
-						return err
-					}
-				} else {
-					fmt.Fprint(cmd.ErrOrStderr(), cs.Stat())
+				}
+			} else {
+				out := cmd.OutOrStdout()
+				if _, err := io.WriteString(out, forTerminal(out, buf.String())); err != nil {
+					return err
 				}
 			}
-			if err := cs.Err(); err != nil {
-				return &exitError{code: exitRejected, err: err}
+			if rejected != nil {
+				return &exitError{code: exitRejected, err: rejected, printed: format == "json"}
 			}
 			return nil
 		},
 	}
 	cmd.Flags().StringVar(&format, "format", "patch", "patch, stat or json")
+	cmd.Flags().StringVarP(&output, "output", "o", "", "write to FILE (the patch byte for byte) instead of standard output")
 	return cmd
 }
 
+// diffOutput is `session diff --format json`'s result: the change set,
+// and for a rejected one the error and exit code 123.
+type diffOutput struct {
+	*changeset.Set
+	Error    *jsonError `json:"error,omitempty"`
+	ExitCode int        `json:"exit_code"`
+}
+
 // changeSetJSON is a change set with non-nil lists, for JSON output.
-func changeSetJSON(cs *mounts.ChangeSet) *mounts.ChangeSet {
-	out := &mounts.ChangeSet{Changes: cs.Changes, Violations: cs.Violations}
+func changeSetJSON(cs *changeset.Set) *changeset.Set {
+	out := &changeset.Set{Changes: cs.Changes, Violations: cs.Violations}
 	if out.Changes == nil {
-		out.Changes = []mounts.Change{}
+		out.Changes = []changeset.Change{}
 	}
 	if out.Violations == nil {
-		out.Violations = []mounts.Violation{}
+		out.Violations = []changeset.Problem{}
 	}
 	return out
 }
@@ -289,7 +347,7 @@ func changeSetJSON(cs *mounts.ChangeSet) *mounts.ChangeSet {
 // openSessionChanges opens session id in a new executor and collects its
 // change set (`session diff`, `session apply`). The caller must close the
 // session, then the executor.
-func openSessionChanges(cmd *cobra.Command, g *globalFlags, id string) (*sandbox.Executor, *sandbox.Session, *mounts.ChangeSet, error) {
+func openSessionChanges(cmd *cobra.Command, g *globalFlags, id string) (*sandbox.Executor, *sandbox.Session, *changeset.Set, error) {
 	ctx := cmd.Context()
 	exec, err := sandbox.New(ctx, g.config(cmd.ErrOrStderr()))
 	if err != nil {

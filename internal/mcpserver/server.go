@@ -19,7 +19,7 @@ import (
 	"strings"
 
 	"github.com/corral-sandbox/corral/allowlist"
-	"github.com/corral-sandbox/corral/mounts"
+	"github.com/corral-sandbox/corral/mounts/changeset"
 	"github.com/corral-sandbox/corral/sandbox"
 	"github.com/corral-sandbox/corral/sandbox/fsop"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -35,7 +35,10 @@ type Session interface {
 	Write(ctx context.Context, unsafePath string, content []byte, expectedSHA256 string) (*fsop.WriteResult, error)
 	Edit(ctx context.Context, unsafePath, oldText, newText, expectedSHA256 string, all bool) (*fsop.WriteResult, error)
 	Exec(ctx context.Context, argv []string) (*sandbox.Result, error)
-	Changes() (*mounts.ChangeSet, error)
+	Changes() (*changeset.Set, error)
+	// CallChanges is Changes plus the violations the latest call
+	// introduced (sandbox.Session.CallChanges).
+	CallChanges() (*changeset.Set, []changeset.Problem, error)
 }
 
 // Options describe the session to the agent (trusted, from the launcher).
@@ -116,14 +119,17 @@ type execOut struct {
 	StdoutTruncated bool     `json:"stdout_truncated"`
 	StderrTruncated bool     `json:"stderr_truncated"`
 	LimitsHit       []string `json:"limits_hit"`
+	// Violations are those this call introduced into the change set: it
+	// is rejected (see diff) until they are fixed.
+	Violations []changeset.Problem `json:"violations"`
 }
 
 // diffOut is diff's structured result (contents are in the patch).
 type diffOut struct {
-	Changes    []mounts.Change    `json:"changes"`
-	Violations []mounts.Violation `json:"violations"`
-	Stat       string             `json:"stat"`
-	Patch      string             `json:"patch,omitempty"`
+	Changes    []changeset.Change  `json:"changes"`
+	Violations []changeset.Problem `json:"violations"`
+	Stat       string              `json:"stat"`
+	Patch      string              `json:"patch,omitempty"`
 }
 
 // ToolNames are the tools a writable session's server offers, in order.
@@ -217,7 +223,8 @@ func NewWith(s Session, o Options) *mcp.Server {
 	}
 	mcp.AddTool(srv, &mcp.Tool{Name: "exec", Annotations: &mcp.ToolAnnotations{DestructiveHint: boolp(false), OpenWorldHint: boolp(false)},
 		Description: "Run one allowlisted command (" + cmds + ") with its arguments, directly (no shell, no network), in a fresh container at the repository root. " +
-			"Options and paths are checked first; a refusal names the rule. Returns exit code, stdout and stderr."},
+			"Options and paths are checked first; a refusal names the rule. Returns exit code, stdout and stderr, and the violations " +
+			"(e.g. a symlink or an executable file written) this call introduced into the change set, which reject it until fixed."},
 		func(ctx context.Context, _ *mcp.CallToolRequest, in execIn) (*mcp.CallToolResult, any, error) {
 			if len(in.Argv) == 0 {
 				return nil, nil, errors.New("argv is empty")
@@ -226,10 +233,17 @@ func NewWith(s Session, o Options) *mcp.Server {
 			if err != nil {
 				return nil, nil, toolError(err)
 			}
+			_, introduced, err := s.CallChanges()
+			if err != nil {
+				return nil, nil, toolError(err)
+			}
 			out := execOut{Argv: res.Argv, ExitCode: res.ExitCode, Stdout: string(res.Stdout), Stderr: string(res.Stderr),
-				StdoutTruncated: res.StdoutTruncated, StderrTruncated: res.StderrTruncated, LimitsHit: res.LimitsHit}
+				StdoutTruncated: res.StdoutTruncated, StderrTruncated: res.StderrTruncated, LimitsHit: res.LimitsHit, Violations: introduced}
 			if out.LimitsHit == nil {
 				out.LimitsHit = []string{}
+			}
+			if out.Violations == nil {
+				out.Violations = []changeset.Problem{}
 			}
 			return nil, out, nil
 		})
@@ -250,10 +264,10 @@ func NewWith(s Session, o Options) *mcp.Server {
 			}
 			out := diffOut{Changes: cs.Changes, Violations: cs.Violations, Stat: cs.Stat()}
 			if out.Changes == nil {
-				out.Changes = []mounts.Change{}
+				out.Changes = []changeset.Change{}
 			}
 			if out.Violations == nil {
-				out.Violations = []mounts.Violation{}
+				out.Violations = []changeset.Problem{}
 			}
 			text := out.Stat
 			switch f {
@@ -262,7 +276,7 @@ func NewWith(s Session, o Options) *mcp.Server {
 					text = "no patch: the change set is rejected\n" + out.Stat
 					break
 				}
-				patch, err := mounts.Patch(cs)
+				patch, err := changeset.Patch(cs)
 				if err != nil {
 					return nil, nil, toolError(err)
 				}

@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/corral-sandbox/corral/allowlist"
-	"github.com/corral-sandbox/corral/mounts"
+	"github.com/corral-sandbox/corral/mounts/changeset"
 	"github.com/corral-sandbox/corral/sandbox"
 	"github.com/corral-sandbox/corral/sandbox/fsop"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -58,9 +58,14 @@ func (f *fake) Exec(_ context.Context, argv []string) (*sandbox.Result, error) {
 	}
 	return &sandbox.Result{Argv: argv, Stdout: []byte("out")}, nil
 }
-func (f *fake) Changes() (*mounts.ChangeSet, error) {
+func (f *fake) Changes() (*changeset.Set, error) {
 	f.calls = append(f.calls, "changes")
-	return &mounts.ChangeSet{}, nil
+	return &changeset.Set{}, nil
+}
+
+func (f *fake) CallChanges() (*changeset.Set, []changeset.Problem, error) {
+	f.calls = append(f.calls, "call changes")
+	return &changeset.Set{}, nil, nil
 }
 
 func connect(t *testing.T, s Session, o Options) *mcp.ClientSession {
@@ -135,4 +140,11 @@ func TestTools(t *testing.T) {
 	res = call("diff", map[string]any{"format": "xml"})
 	require.True(t, res.IsError)
 	require.Equal(t, []string{"read a.md", "read secret/k", "exec sh -c id", "list .", "search x .", "write openwiki/a.md c", "changes"}, f.calls)
+
+	f.calls = nil
+	res = call("exec", map[string]any{"argv": []string{"ls"}})
+	require.False(t, res.IsError)
+	require.Equal(t, []string{"exec ls", "call changes"}, f.calls)
+	require.Equal(t, map[string]any{"argv": []any{"ls"}, "exit_code": float64(0), "stdout": "out", "stderr": "", "stdout_truncated": false,
+		"stderr_truncated": false, "limits_hit": []any{}, "violations": []any{}}, res.StructuredContent)
 }

@@ -198,21 +198,21 @@ func buildTestImage(e *sandbox.Executor) error {
 			return &buildError{out: string(out), err: err}
 		}
 	}
-	// The launcher's environment (trusted) names corral-init; sessions then
-	// create their containers before calls arrive.
+	// The launcher's environment (trusted) names corral-init, which every
+	// container gets bound from the host.
 	if os.Getenv("CORRAL_INIT") == "" {
 		os.Setenv("CORRAL_INIT", initPath)
 	}
-	// corral itself (cgo, for libseccomp) is the file tools' helper in the
-	// image, and the binary the CLI and MCP tests run.
+	// corral itself (cgo, for libseccomp) is the binary the CLI and MCP
+	// tests run; in the image it keeps `corral fs` (the file tools'
+	// in-container half, as corral-init's fs mode runs it) testable on its
+	// own.
 	if err := BuildCorral(); err != nil {
 		return err
 	}
-	if os.Getenv("CORRAL_HELPER") == "" {
-		os.Setenv("CORRAL_HELPER", CorralPath())
-	}
 	spec := sandbox.DefaultImageSpec()
 	spec.Ref = TestImageRef
+	spec.Files["/usr/bin/corral"] = CorralPath()
 	busybox, err := exec.LookPath("busybox")
 	if err != nil {
 		return err

@@ -1,6 +1,7 @@
 // Package fsop is the half of corral's file tools (read, list, glob,
-// search, write, edit) that runs inside the session's container, as the
-// corral binary's hidden `corral fs` subcommand, so that the kernel
+// search, write, edit) that runs inside the session's container, as
+// corral-init's fs mode (or the corral binary's hidden `corral fs`
+// subcommand in an image that holds corral), so that the kernel
 // boundary (the read-only view without the hidden paths, the one writable
 // mount, uid 65534, seccomp, limits) holds for the file tools exactly as
 // for commands.
@@ -9,9 +10,10 @@
 // first: paths are canonicalized and checked against the view and the
 // write scope, globs are refused when root-wide or aimed at .git, content
 // is checked to be text. What runs here checks only what it needs to do
-// its job well: it resolves every path beneath the repository root with
-// openat2(RESOLVE_BENEATH), writes with O_NOFOLLOW through directories
-// opened without following symlinks, and bounds what it reads and prints.
+// its job well: it resolves every path beneath the repository root
+// through internal/rootfs (reads under Beneath, writes under NoSymlinks),
+// and bounds what it reads and prints. It is cgo-free: corral-init links
+// it statically.
 // Its answer is one JSON Response on stdout.
 //
 // Content to write never travels through argv (an argument is limited to
@@ -23,9 +25,6 @@ import (
 	"encoding/json"
 	"fmt"
 )
-
-// Root is the repository view's mount point in the container.
-const Root = "/workspace"
 
 // Limits of the file tools. The host may ask for less, never for more.
 const (

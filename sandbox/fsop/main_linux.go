@@ -9,8 +9,9 @@ import (
 	"os"
 )
 
-// Usage is the helper's command line, as the host builds it (argv[0] is
-// "corral", resolved in the image's PATH).
+// Usage is the helper's command line, as the host builds it. corral-init
+// runs it in fs mode (the control file's argv is what follows `corral
+// fs`); `corral fs` runs the same for images that hold corral itself.
 const Usage = `corral fs read [--offset N] [--limit N] [--bytes] [--max-output N] -- PATH
 corral fs list [--max N] [--max-output N] -- PATH
 corral fs glob [--max N] [--max-output N] -- PATTERN
@@ -18,17 +19,18 @@ corral fs search [--include GLOB] [--ignore-case] [--max N] [--max-output N] -- 
 corral fs write --content FILE [--expect-sha256 HEX] -- PATH
 corral fs edit --old FILE --new FILE --expect-sha256 HEX [--all] -- PATH`
 
-// Main runs one operation as `corral fs OP ...` inside a container: the
-// paths are relative to Root, and the answer is one JSON Response on
-// stdout. It returns the exit status: 0 when a Response was printed
-// (success or failure of the operation), 2 for a malformed command line.
-// It refuses to run unless it is the container's first process, so that
-// nobody runs it on the host by mistake.
+// Main runs one operation (args: OP [flags] -- ARG...) inside a container:
+// the paths are relative to the working directory, which the container's
+// spec sets to the repository view's mount point, and the answer is one
+// JSON Response on stdout. It returns the exit status: 0 when a Response
+// was printed (success or failure of the operation), 2 for a malformed
+// command line. It refuses to run unless it is the container's first
+// process, so that nobody runs it on the host by mistake.
 func Main(args []string, stdout, stderr io.Writer) int {
 	if os.Getpid() != 1 {
 		return respond(stdout, nil, errorf(CodeNotContainer, "corral fs runs only inside a corral container, as its first process"))
 	}
-	return run(Root, args, stdout, stderr)
+	return run(".", args, stdout, stderr)
 }
 
 func run(root string, args []string, stdout, stderr io.Writer) int {

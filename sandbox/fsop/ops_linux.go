@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"io/fs"
 	"os"
 	"path"
 	"regexp"
@@ -15,30 +16,31 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/corral-sandbox/corral/internal/rootfs"
 	"golang.org/x/sys/unix"
 )
 
-// FS runs the file operations beneath one root directory (Root in the
-// container; any directory in tests).
+// FS runs the file operations beneath one root directory (the view's
+// mount point in the container; any directory in tests), through
+// internal/rootfs: reads resolve under rootfs.Beneath (the repository's
+// own relative symlinks are followed, never out of the root; the host
+// resolved and judged them first), writes under rootfs.NoSymlinks (no
+// link is ever written through).
 type FS struct {
-	root int
+	root *rootfs.Dir
 }
 
 // Open opens the root. The caller must call Close.
 func Open(root string) (*FS, error) {
-	fd, err := unix.Open(root, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	d, err := rootfs.OpenRoot(root)
 	if err != nil {
 		return nil, errorf(CodeIO, "opening %s: %v", root, err)
 	}
-	return &FS{root: fd}, nil
+	return &FS{root: d}, nil
 }
 
 // Close closes the root.
-func (f *FS) Close() error { return unix.Close(f.root) }
-
-// readResolve lets reads follow the repository's own relative symlinks,
-// never out of the root (the host resolved and judged them first).
-const readResolve = unix.RESOLVE_BENEATH | unix.RESOLVE_NO_MAGICLINKS
+func (f *FS) Close() error { return f.root.Close() }
 
 // checkPath refuses what the host never sends: a non-canonical path.
 func checkPath(p string) *Error {
@@ -85,48 +87,44 @@ func sysError(p string, err error) *Error {
 	return errorf(CodeIO, "%s: %v", p, err)
 }
 
-func (f *FS) openRead(p string, flags int) (*os.File, error) {
+// openDir opens the directory p ("" or "." for the root) for reading.
+func (f *FS) openDir(p string) (*rootfs.Dir, error) {
 	if p == "" {
 		p = "."
 	}
-	fd, err := unix.Openat2(f.root, p, &unix.OpenHow{Flags: uint64(flags | unix.O_CLOEXEC), Resolve: readResolve})
+	d, err := f.root.OpenDir(p, rootfs.Beneath)
 	if err != nil {
 		return nil, sysError(p, err)
 	}
-	return os.NewFile(uintptr(fd), p), nil
+	return d, nil
 }
 
-// parentDir opens the directory that holds p, component by component,
-// never following a symbolic link; with create, missing directories are
-// made (0755). It returns the directory and p's last component.
-func (f *FS) parentDir(p string, create bool) (*os.File, string, error) {
-	comps := strings.Split(p, "/")
-	fd, err := unix.Dup(f.root)
+// parentDir opens the directory that holds p, never through a symbolic
+// link; with create, missing directories are made (0755). It returns the
+// directory and p's last component.
+func (f *FS) parentDir(p string, create bool) (*rootfs.Dir, string, error) {
+	dir, name := path.Split(p)
+	dir = strings.TrimSuffix(dir, "/")
+	var d *rootfs.Dir
+	var err error
+	if create {
+		d, err = f.root.MkdirAll(dir, 0o755)
+	} else {
+		d, err = f.root.OpenDir(dir, rootfs.NoSymlinks)
+	}
 	if err != nil {
+		var pe *os.PathError
+		if create && errors.As(err, &pe) {
+			switch {
+			case errors.Is(err, unix.ELOOP):
+				return nil, "", errorf(CodeSymlink, "%s: %s is a symbolic link; file tools do not write through links", p, pe.Path)
+			case errors.Is(err, unix.ENOTDIR):
+				return nil, "", errorf(CodeNotDir, "%s: %s is not a directory", p, pe.Path)
+			}
+		}
 		return nil, "", sysError(p, err)
 	}
-	for i, c := range comps[:len(comps)-1] {
-		next, err := unix.Openat(fd, c, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-		if errors.Is(err, unix.ENOENT) && create {
-			if err = unix.Mkdirat(fd, c, 0o755); err == nil || errors.Is(err, unix.EEXIST) {
-				next, err = unix.Openat(fd, c, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-			}
-		}
-		unix.Close(fd)
-		if err != nil {
-			sub := strings.Join(comps[:i+1], "/")
-			if errors.Is(err, unix.ENOTDIR) || errors.Is(err, unix.ELOOP) {
-				var st unix.Stat_t
-				if unix.Fstatat(f.root, sub, &st, unix.AT_SYMLINK_NOFOLLOW) == nil && st.Mode&unix.S_IFMT == unix.S_IFLNK {
-					return nil, "", errorf(CodeSymlink, "%s: %s is a symbolic link; file tools do not write through links", p, sub)
-				}
-				return nil, "", errorf(CodeNotDir, "%s: %s is not a directory", p, sub)
-			}
-			return nil, "", sysError(sub, err)
-		}
-		fd = next
-	}
-	return os.NewFile(uintptr(fd), path.Dir(p)), comps[len(comps)-1], nil
+	return d, name, nil
 }
 
 func sha256Hex(b []byte) string {
@@ -168,22 +166,20 @@ func (f *FS) Read(p string, o ReadOptions) (*ReadResult, error) {
 	if e := checkPath(p); e != nil {
 		return nil, e
 	}
-	file, err := f.openRead(p, unix.O_RDONLY|unix.O_NONBLOCK)
-	if err != nil {
-		return nil, err
+	if p == "" {
+		p = "."
 	}
-	defer file.Close()
-	st, err := file.Stat()
-	if err != nil {
+	file, st, err := f.root.OpenFile(p, rootfs.Beneath)
+	switch {
+	case errors.Is(err, rootfs.ErrNotRegular) && st.Mode&unix.S_IFMT == unix.S_IFDIR:
+		return nil, errorf(CodeIsDir, "%s: is a directory (use list)", p)
+	case errors.Is(err, rootfs.ErrNotRegular):
+		return nil, errorf(CodeNotFile, "%s: not a regular file", p)
+	case err != nil:
 		return nil, sysError(p, err)
 	}
-	if st.IsDir() {
-		return nil, errorf(CodeIsDir, "%s: is a directory (use list)", p)
-	}
-	if !st.Mode().IsRegular() {
-		return nil, errorf(CodeNotFile, "%s: not a regular file", p)
-	}
-	size := st.Size()
+	defer file.Close()
+	size := st.Size
 	res := &ReadResult{Path: p, Size: size, Unit: "lines"}
 	if o.Bytes {
 		res.Unit = "bytes"
@@ -389,27 +385,27 @@ func (f *FS) List(p string, max int) (*ListResult, error) {
 	if max <= 0 || max > MaxEntries {
 		max = MaxEntries
 	}
-	dir, err := f.openRead(p, unix.O_RDONLY|unix.O_DIRECTORY)
+	dir, err := f.openDir(p)
 	if err != nil {
 		return nil, err
 	}
 	defer dir.Close()
-	names, err := dir.Readdirnames(-1)
+	entries, err := dir.ReadDir(0)
 	if err != nil {
 		return nil, sysError(p, err)
 	}
-	sort.Strings(names)
 	res := &ListResult{Path: p, Entries: []Entry{}}
 	if p == "" {
 		res.Path = "."
 	}
-	for _, n := range names {
+	for _, e := range entries {
+		n := e.Name()
 		if len(res.Entries) == max {
 			res.Truncated = true
 			break
 		}
-		var st unix.Stat_t
-		if err := unix.Fstatat(int(dir.Fd()), n, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		st, err := dir.Lstat(n, rootfs.NoSymlinks)
+		if err != nil {
 			continue
 		}
 		e := Entry{Path: joinPath(p, n), Type: typeName(fileMode(st.Mode))}
@@ -433,28 +429,20 @@ func fileMode(m uint32) os.FileMode {
 	return os.ModeDevice
 }
 
-// walker visits directories without following symbolic links, counting
-// the entries it sees against MaxScan.
-type walker struct {
+// scanner counts the directory entries a glob or search visits against
+// MaxScan.
+type scanner struct {
 	scanned int
 	full    bool
 }
 
-// readDir lists the directory open at fd, sorted by name.
-func (w *walker) readDir(fd int) ([]os.DirEntry, error) {
-	// A fresh open file description: a dup would share (and move) the
-	// directory offset of fd.
-	d, err := unix.Openat(fd, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+// readDir lists the directory d, sorted by name, at most what MaxScan
+// still allows.
+func (w *scanner) readDir(d *rootfs.Dir) ([]fs.DirEntry, error) {
+	entries, err := d.ReadDir(0)
 	if err != nil {
 		return nil, err
 	}
-	file := os.NewFile(uintptr(d), "")
-	defer file.Close()
-	entries, err := file.ReadDir(-1)
-	if err != nil {
-		return nil, err
-	}
-	sort.Slice(entries, func(i, j int) bool { return entries[i].Name() < entries[j].Name() })
 	if w.scanned+len(entries) > MaxScan {
 		entries = entries[:max(MaxScan-w.scanned, 0)]
 		w.full = true
@@ -463,8 +451,14 @@ func (w *walker) readDir(fd int) ([]os.DirEntry, error) {
 	return entries, nil
 }
 
-func openSub(fd int, name string) (int, error) {
-	return unix.Openat(fd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+// count counts one entry; false once MaxScan is passed.
+func (w *scanner) count() bool {
+	if w.scanned >= MaxScan {
+		w.full = true
+		return false
+	}
+	w.scanned++
+	return true
 }
 
 // Glob returns the entries matching pattern (see the syntax in glob.go),
@@ -480,14 +474,13 @@ func (f *FS) Glob(pattern string, max int) (*GlobResult, error) {
 	comps, literal := SplitGlob(pattern)
 	res := &GlobResult{Pattern: pattern, Matches: []Entry{}}
 	if literal == len(comps) {
-		var st unix.Stat_t
-		if err := unix.Fstatat(f.root, pattern, &st, unix.AT_SYMLINK_NOFOLLOW); err == nil {
+		if st, err := f.root.Lstat(pattern, rootfs.Beneath); err == nil {
 			res.Matches = append(res.Matches, Entry{Path: pattern, Type: typeName(fileMode(st.Mode))})
 		}
 		return res, nil
 	}
 	start := strings.Join(comps[:literal], "/")
-	dir, err := f.openRead(start, unix.O_RDONLY|unix.O_DIRECTORY)
+	dir, err := f.openDir(start)
 	if err != nil {
 		var e *Error
 		if errors.As(err, &e) && (e.Code == CodeNotFound || e.Code == CodeNotDir) {
@@ -497,7 +490,7 @@ func (f *FS) Glob(pattern string, max int) (*GlobResult, error) {
 	}
 	defer dir.Close()
 	g := &globber{seen: map[string]bool{}, max: max}
-	g.walk(int(dir.Fd()), start, comps[literal:])
+	g.walk(dir, start, comps[literal:])
 	sort.Slice(g.out, func(i, j int) bool { return g.out[i].Path < g.out[j].Path })
 	res.Matches = append(res.Matches, g.out...)
 	res.Truncated = g.truncated || g.w.full
@@ -505,14 +498,14 @@ func (f *FS) Glob(pattern string, max int) (*GlobResult, error) {
 }
 
 type globber struct {
-	w         walker
+	w         scanner
 	seen      map[string]bool
 	out       []Entry
 	max       int
 	truncated bool
 }
 
-func (g *globber) add(p string, e os.DirEntry) {
+func (g *globber) add(p string, e fs.DirEntry) {
 	if g.seen[p] {
 		return
 	}
@@ -526,12 +519,12 @@ func (g *globber) add(p string, e os.DirEntry) {
 
 func (g *globber) done() bool { return g.truncated || g.w.full }
 
-// walk matches rest against the directory open at fd (path rel).
-func (g *globber) walk(fd int, rel string, rest []string) {
+// walk matches rest against the directory d (path rel).
+func (g *globber) walk(d *rootfs.Dir, rel string, rest []string) {
 	if g.done() || len(rest) == 0 {
 		return
 	}
-	entries, err := g.w.readDir(fd)
+	entries, err := g.w.readDir(d)
 	if err != nil {
 		return
 	}
@@ -539,7 +532,7 @@ func (g *globber) walk(fd int, rel string, rest []string) {
 	if c == "**" {
 		// Zero directories.
 		if len(rest) > 1 {
-			g.walk(fd, rel, rest[1:])
+			g.walk(d, rel, rest[1:])
 		}
 		for _, e := range entries {
 			if g.done() {
@@ -550,7 +543,7 @@ func (g *globber) walk(fd int, rel string, rest []string) {
 				g.add(p, e)
 			}
 			if e.IsDir() {
-				g.sub(fd, e.Name(), p, rest)
+				g.sub(d, e.Name(), p, rest)
 			}
 		}
 		return
@@ -566,18 +559,18 @@ func (g *globber) walk(fd int, rel string, rest []string) {
 		if len(rest) == 1 {
 			g.add(p, e)
 		} else if e.IsDir() {
-			g.sub(fd, e.Name(), p, rest[1:])
+			g.sub(d, e.Name(), p, rest[1:])
 		}
 	}
 }
 
-func (g *globber) sub(fd int, name, rel string, rest []string) {
-	sfd, err := openSub(fd, name)
+func (g *globber) sub(d *rootfs.Dir, name, rel string, rest []string) {
+	sub, err := d.Sub(name)
 	if err != nil {
 		return
 	}
-	defer unix.Close(sfd)
-	g.walk(sfd, rel, rest)
+	defer sub.Close()
+	g.walk(sub, rel, rest)
 }
 
 // Search returns the lines matching the regular expression expr (Go RE2
@@ -610,30 +603,32 @@ func (f *FS) Search(expr, p string, o SearchOptions) (*SearchResult, error) {
 	if res.Path == "" {
 		res.Path = "."
 	}
-	top, err := f.openRead(p, unix.O_RDONLY|unix.O_NONBLOCK)
-	if err != nil {
-		return nil, err
-	}
-	defer top.Close()
 	s := &searcher{re: re, include: o.Include, max: max, budget: o.MaxOutput * 3 / 4, res: res}
-	st, err := top.Stat()
-	if err != nil {
-		return nil, sysError(p, err)
-	}
+	file, st, err := f.root.OpenFile(res.Path, rootfs.Beneath)
 	switch {
-	case st.IsDir():
-		s.dir(int(top.Fd()), res.Path)
-	case st.Mode().IsRegular():
-		s.file(top, p, true)
-	default:
+	case err == nil:
+		defer file.Close()
+		s.file(file, p)
+	case errors.Is(err, rootfs.ErrNotRegular) && st.Mode&unix.S_IFMT == unix.S_IFDIR:
+		top, err := f.openDir(p)
+		if err != nil {
+			return nil, err
+		}
+		defer top.Close()
+		if err := rootfs.Walk(top, rootfs.Visitor{Entry: s.entry}); err != nil {
+			return nil, sysError(p, err)
+		}
+	case errors.Is(err, rootfs.ErrNotRegular):
 		return nil, errorf(CodeNotFile, "%s: not a regular file or directory", p)
+	default:
+		return nil, sysError(p, err)
 	}
 	res.Truncated = res.Truncated || s.w.full
 	return res, nil
 }
 
 type searcher struct {
-	w       walker
+	w       scanner
 	re      *regexp.Regexp
 	include string
 	max     int
@@ -644,42 +639,33 @@ type searcher struct {
 
 func (s *searcher) done() bool { return s.res.Truncated || s.w.full }
 
-func (s *searcher) dir(fd int, rel string) {
-	entries, err := s.w.readDir(fd)
+// entry searches the entry e of the directory d (rootfs.Walk: directories
+// are entered, never through a link; links are skipped).
+func (s *searcher) entry(d *rootfs.Dir, e fs.DirEntry) error {
+	if s.done() || !s.w.count() {
+		return rootfs.SkipAll
+	}
+	if e.IsDir() || !e.Type().IsRegular() {
+		return nil
+	}
+	if s.include != "" {
+		if ok, _ := path.Match(s.include, e.Name()); !ok {
+			return nil
+		}
+	}
+	file, _, err := d.OpenRegular(e.Name(), nil)
 	if err != nil {
-		return
+		return nil
 	}
-	for _, e := range entries {
-		if s.done() {
-			return
-		}
-		p := joinPath(rel, e.Name())
-		switch {
-		case e.IsDir():
-			sfd, err := openSub(fd, e.Name())
-			if err != nil {
-				continue
-			}
-			s.dir(sfd, p)
-			unix.Close(sfd)
-		case e.Type().IsRegular():
-			if s.include != "" {
-				if ok, _ := path.Match(s.include, e.Name()); !ok {
-					continue
-				}
-			}
-			ffd, err := unix.Openat(fd, e.Name(), unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
-			if err != nil {
-				continue
-			}
-			file := os.NewFile(uintptr(ffd), p)
-			s.file(file, p, false)
-			file.Close()
-		}
+	defer file.Close()
+	s.file(file, d.Join(e.Name()))
+	if s.done() {
+		return rootfs.SkipAll
 	}
+	return nil
 }
 
-func (s *searcher) file(file *os.File, p string, _ bool) {
+func (s *searcher) file(file *os.File, p string) {
 	st, err := file.Stat()
 	if err != nil || !st.Mode().IsRegular() {
 		return
@@ -688,8 +674,8 @@ func (s *searcher) file(file *os.File, p string, _ bool) {
 		s.res.SkippedLarge++
 		return
 	}
-	data, err := io.ReadAll(io.LimitReader(file, MaxSearchFileBytes+1))
-	if err != nil {
+	data, err := rootfs.ReadAtMost(file, st.Size(), MaxSearchFileBytes)
+	if err != nil || int64(len(data)) > MaxSearchFileBytes {
 		return
 	}
 	s.res.FilesSearched++
@@ -755,8 +741,7 @@ func (f *FS) Write(p string, content []byte, expected string) (*WriteResult, err
 	}
 	defer dir.Close()
 	res := &WriteResult{Path: p}
-	var st unix.Stat_t
-	switch err := unix.Fstatat(int(dir.Fd()), name, &st, unix.AT_SYMLINK_NOFOLLOW); {
+	switch st, err := dir.Lstat(name, rootfs.NoSymlinks); {
 	case errors.Is(err, unix.ENOENT):
 		res.Created = true
 	case err != nil:
@@ -769,7 +754,7 @@ func (f *FS) Write(p string, content []byte, expected string) (*WriteResult, err
 		return nil, errorf(CodeNotFile, "%s: not a regular file", p)
 	}
 	if !res.Created {
-		old, err := readAt(int(dir.Fd()), name, p)
+		old, err := readAt(dir, name, p)
 		if err != nil {
 			return nil, err
 		}
@@ -781,11 +766,10 @@ func (f *FS) Write(p string, content []byte, expected string) (*WriteResult, err
 		}
 		return nil, errorf(CodeConflict, "%s: stale revision: its sha256 is %s, not %s; read it again", p, res.PreviousSHA256, expected)
 	}
-	fd, err := unix.Openat(int(dir.Fd()), name, unix.O_WRONLY|unix.O_CREAT|unix.O_TRUNC|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o644)
+	out, err := dir.OpenEntry(name, unix.O_WRONLY|unix.O_CREAT|unix.O_TRUNC, 0o644)
 	if err != nil {
 		return nil, sysError(p, err)
 	}
-	out := os.NewFile(uintptr(fd), p)
 	if _, err := out.Write(content); err != nil {
 		out.Close()
 		return nil, sysError(p, err)
@@ -797,26 +781,21 @@ func (f *FS) Write(p string, content []byte, expected string) (*WriteResult, err
 	return res, nil
 }
 
-// readAt reads the regular file name in dirfd, not following a link, at
+// readAt reads the regular file name in dir, not following a link, at
 // most MaxWriteBytes.
-func readAt(dirfd int, name, p string) ([]byte, error) {
-	fd, err := unix.Openat(dirfd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return nil, sysError(p, err)
-	}
-	file := os.NewFile(uintptr(fd), p)
-	defer file.Close()
-	st, err := file.Stat()
-	if err != nil {
-		return nil, sysError(p, err)
-	}
-	if !st.Mode().IsRegular() {
+func readAt(dir *rootfs.Dir, name, p string) ([]byte, error) {
+	file, st, err := dir.OpenRegular(name, nil)
+	if errors.Is(err, rootfs.ErrNotRegular) {
 		return nil, errorf(CodeNotFile, "%s: not a regular file", p)
 	}
-	if st.Size() > MaxWriteBytes {
+	if err != nil {
+		return nil, sysError(p, err)
+	}
+	defer file.Close()
+	if st.Size > MaxWriteBytes {
 		return nil, errorf(CodeTooLarge, "%s: larger than %d bytes", p, MaxWriteBytes)
 	}
-	data, err := io.ReadAll(io.LimitReader(file, MaxWriteBytes+1))
+	data, err := rootfs.ReadAtMost(file, st.Size, MaxWriteBytes)
 	if err != nil {
 		return nil, sysError(p, err)
 	}
@@ -841,14 +820,14 @@ func (f *FS) Edit(p string, old, new []byte, expected string, all bool) (*WriteR
 		return nil, err
 	}
 	defer dir.Close()
-	var st unix.Stat_t
-	if err := unix.Fstatat(int(dir.Fd()), name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+	st, err := dir.Lstat(name, rootfs.NoSymlinks)
+	if err != nil {
 		return nil, sysError(p, err)
 	}
 	if st.Mode&unix.S_IFMT == unix.S_IFLNK {
 		return nil, errorf(CodeSymlink, "%s: is a symbolic link; file tools do not write through links", p)
 	}
-	data, err := readAt(int(dir.Fd()), name, p)
+	data, err := readAt(dir, name, p)
 	if err != nil {
 		return nil, err
 	}
@@ -870,11 +849,10 @@ func (f *FS) Edit(p string, old, new []byte, expected string, all bool) (*WriteR
 	if len(out) > MaxWriteBytes {
 		return nil, errorf(CodeTooLarge, "%s: the result is larger than %d bytes", p, MaxWriteBytes)
 	}
-	fd, err := unix.Openat(int(dir.Fd()), name, unix.O_WRONLY|unix.O_TRUNC|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	file, err := dir.OpenEntry(name, unix.O_WRONLY|unix.O_TRUNC, 0)
 	if err != nil {
 		return nil, sysError(p, err)
 	}
-	file := os.NewFile(uintptr(fd), p)
 	if _, err := file.Write(out); err != nil {
 		file.Close()
 		return nil, sysError(p, err)

@@ -1,0 +1,167 @@
+package audit
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"time"
+)
+
+// Event is a typed audit event: the payload of one Envelope. Each type is
+// a struct in this file; EventType names it in the envelope.
+type Event interface {
+	EventType() string
+}
+
+// The event types, as written in Envelope.Type.
+const (
+	TypeSessionCreated = "session_created"
+	TypeInvocation     = "invocation"
+	TypeRefusal        = "refusal"
+	TypeChangeSet      = "changeset"
+	TypeApproval       = "approval"
+	TypeApplyStarted   = "apply_started"
+	TypeApply          = "apply"
+	TypeApplyRecovered = "apply_recovered"
+)
+
+// Decisions of an invocation.
+const (
+	Allowed = "allowed"
+	Refused = "refused"
+)
+
+// Capability is a session's write capability as the launcher fixed it.
+type Capability struct {
+	// Mode is "read-only", "dir" or "page".
+	Mode string `json:"mode"`
+	Dir  string `json:"dir,omitempty"`
+	Page string `json:"page,omitempty"`
+	// Agent is the agent id of a per-agent write area, if any.
+	Agent string `json:"agent,omitempty"`
+}
+
+// SessionCreated: a session and its capability, before its host mounts
+// and record are made.
+type SessionCreated struct {
+	Repo       string     `json:"repo"`
+	Profile    string     `json:"profile"`
+	Capability Capability `json:"capability"`
+}
+
+// Invocation: one command, the policy's decision (Allowed or Refused) and
+// the rule that refused it; for one that ran, its exit code, duration and
+// the limits it hit.
+type Invocation struct {
+	Argv       []string `json:"argv"`
+	Decision   string   `json:"decision"`
+	Rule       string   `json:"rule,omitempty"`
+	ExitCode   *int     `json:"exit_code,omitempty"`
+	DurationMS *float64 `json:"duration_ms,omitempty"`
+	LimitsHit  []string `json:"limits_hit,omitempty"`
+}
+
+// Ran returns an allowed Invocation that ran: exit code, duration and
+// limits hit.
+func Ran(argv []string, exitCode int, d time.Duration, limitsHit []string) *Invocation {
+	ms := float64(d.Microseconds()) / 1000
+	return &Invocation{Argv: argv, Decision: Allowed, ExitCode: &exitCode, DurationMS: &ms, LimitsHit: limitsHit}
+}
+
+// Refusal: a decision against a request at a stage ("invocation",
+// "changeset", "patch", "review", "approval", "apply", "read" …). Rule is
+// the rule that refused it when the caller knows one.
+type Refusal struct {
+	Stage string `json:"stage"`
+	Rule  string `json:"rule,omitempty"`
+	Error string `json:"error"`
+}
+
+// ChangeSet: a collected change set by the sha256 of its canonical JSON
+// (see DigestJSON), with its counts.
+type ChangeSet struct {
+	SHA256     string `json:"sha256"`
+	Changes    int    `json:"changes"`
+	Violations int    `json:"violations"`
+}
+
+// Approval: one change a reviewer approved, bound to its content.
+type Approval struct {
+	Path         string `json:"path"`
+	Kind         string `json:"kind"`
+	Token        string `json:"token"`
+	Risk         string `json:"risk"`
+	BeforeSHA256 string `json:"before_sha256,omitempty"`
+	AfterSHA256  string `json:"after_sha256,omitempty"`
+}
+
+// ApplyStarted: an apply about to write Files to Repo as transaction TxID
+// (its journal is written).
+type ApplyStarted struct {
+	Repo  string   `json:"repo"`
+	TxID  string   `json:"tx_id"`
+	Files []string `json:"files"`
+}
+
+// Apply: an apply to Repo; a dry run, or the files written by TxID.
+type Apply struct {
+	Repo   string   `json:"repo"`
+	TxID   string   `json:"tx_id,omitempty"`
+	DryRun bool     `json:"dry_run"`
+	Files  []string `json:"files"`
+}
+
+// ApplyRecovered: an interrupted apply found in the journal and finished
+// ("committed") or rolled back ("rolled-back"); Left lists what could not
+// be restored.
+type ApplyRecovered struct {
+	Repo    string   `json:"repo"`
+	TxID    string   `json:"tx_id"`
+	Outcome string   `json:"outcome"`
+	Left    []string `json:"left,omitempty"`
+}
+
+func (*SessionCreated) EventType() string { return TypeSessionCreated }
+func (*Invocation) EventType() string     { return TypeInvocation }
+func (*Refusal) EventType() string        { return TypeRefusal }
+func (*ChangeSet) EventType() string      { return TypeChangeSet }
+func (*Approval) EventType() string       { return TypeApproval }
+func (*ApplyStarted) EventType() string   { return TypeApplyStarted }
+func (*Apply) EventType() string          { return TypeApply }
+func (*ApplyRecovered) EventType() string { return TypeApplyRecovered }
+
+// newEvent returns an empty event of type t, for decoding.
+func newEvent(t string) (Event, error) {
+	switch t {
+	case TypeSessionCreated:
+		return &SessionCreated{}, nil
+	case TypeInvocation:
+		return &Invocation{}, nil
+	case TypeRefusal:
+		return &Refusal{}, nil
+	case TypeChangeSet:
+		return &ChangeSet{}, nil
+	case TypeApproval:
+		return &Approval{}, nil
+	case TypeApplyStarted:
+		return &ApplyStarted{}, nil
+	case TypeApply:
+		return &Apply{}, nil
+	case TypeApplyRecovered:
+		return &ApplyRecovered{}, nil
+	}
+	return nil, fmt.Errorf("unknown audit event type %q", t)
+}
+
+// DigestJSON returns the hex sha256 of v's encoding/json form: for a
+// change set, its paths, kinds, content digests, sizes, modes and
+// violations (the content itself is bound through its digests).
+func DigestJSON(v any) (string, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return "", fmt.Errorf("encoding for the audit digest: %w", err)
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:]), nil
+}

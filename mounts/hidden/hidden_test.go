@@ -1,0 +1,341 @@
+package hidden
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"syscall"
+	"testing"
+
+	"github.com/containerd/errdefs"
+	"github.com/stretchr/testify/require"
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if benchTreeDir != "" {
+		os.RemoveAll(benchTreeDir)
+	}
+	os.Exit(code)
+}
+
+var agentConfig = []string{"AGENTS.md", "CLAUDE.md", "opencode.json", "opencode.jsonc", ".opencode/", ".mcp.json", ".cursor/", ".claude/"}
+
+func TestComputeHiddenForced(t *testing.T) {
+	dir := t.TempDir()
+	buildTree(t, dir, tree{
+		".openwikiignore":        "!openwiki/.claims\n!.git\n",
+		".git/config":            "[core]",
+		"vendor/lib/.git/config": "[core] fsmonitor=id",
+		"sub/.GIT/x":             "",
+		"mod/.git":               "gitdir: ../elsewhere",
+		"mod/.Git/x":             "",
+		"openwiki/.claims/a":     "",
+		"openwiki/.CLAIMS/b":     "",
+		"openwiki/page.md":       "",
+		"docs/.claims/c":         "",
+		"AGENTS.md":              "",
+		"docs/AGENTS.md":         "",
+		"CLAUDE.md":              "",
+		".claude/settings.json":  "",
+		".opencode/x":            "",
+		"opencode.json":          "",
+		".cursor":                "a file, not the directory .cursor/ hides",
+		"sub/.openwikiignore":    "!.git\n!AGENTS.md\n!.claude/\n!*\n!**\n",
+		"sub/AGENTS.md":          "",
+		"sub/.claude/x":          "",
+		"sub/.git/HEAD":          "",
+		"lnk/.claude":            "-> ../docs",
+	}, "")
+	h, err := Compute(dir, Options{Forced: agentConfig})
+	require.NoError(t, err)
+	const git = ".git is hidden at any depth"
+	require.Equal(t, []Hide{
+		{Path: ".claude", Rule: "profile hides agent config .claude/", Dir: true},
+		{Path: ".git", Rule: git, Dir: true},
+		{Path: ".opencode", Rule: "profile hides agent config .opencode/", Dir: true},
+		{Path: "AGENTS.md", Rule: "profile hides agent config AGENTS.md"},
+		{Path: "CLAUDE.md", Rule: "profile hides agent config CLAUDE.md"},
+		{Path: "docs/AGENTS.md", Rule: "profile hides agent config AGENTS.md"},
+		{Path: "lnk/.claude", Rule: "profile hides agent config .claude/"}, // a symlink
+		{Path: "mod/.Git", Rule: git, Dir: true},
+		{Path: "mod/.git", Rule: git},
+		{Path: "opencode.json", Rule: "profile hides agent config opencode.json"},
+		{Path: "openwiki/.CLAIMS", Rule: "openwiki/.claims is owned by corral", Dir: true},
+		{Path: "openwiki/.claims", Rule: "openwiki/.claims is owned by corral", Dir: true},
+		{Path: "sub/.GIT", Rule: git, Dir: true},
+		{Path: "sub/.claude", Rule: "profile hides agent config .claude/", Dir: true},
+		{Path: "sub/.git", Rule: git, Dir: true},
+		{Path: "sub/AGENTS.md", Rule: "profile hides agent config AGENTS.md"},
+		{Path: "vendor/lib/.git", Rule: git, Dir: true},
+	}, h.Hides())
+	require.Equal(t, h.Len(), len(h.Paths()))
+	require.Equal(t, "mod/.git", h.Paths()[8])
+
+	v := NewView(dir, h)
+	for _, tc := range []struct {
+		path, rule string
+	}{
+		{".git/config", git},
+		{"vendor/lib/.git/config", git},
+		{"new/.gIt/config", git}, // does not exist
+		{"a/.git", git},          // does not exist
+		{"openwiki/.claims/a.lock", "openwiki/.claims is owned by corral"},
+		{"openwiki/.Claims", "openwiki/.claims is owned by corral"},
+		{"OpenWiki/.claims/x", "openwiki/.claims is owned by corral"},
+		{"x/AGENTS.md", "profile hides agent config AGENTS.md"},
+		{"new/.opencode", "profile hides agent config .opencode/"}, // could be created as a directory
+		{"sub/.claude/x", "profile hides agent config .claude/"},
+		{"lnk/.claude/settings.json", "profile hides agent config .claude/"},
+		{"docs/.claims/c", ""},
+		{"openwiki/claims", ""},
+		{"openwiki/page.md", ""},
+		{".cursor", ""},
+		{"docs/.gitignore", ""},
+		{".", ""},
+	} {
+		rule, hidden := v.Hidden(tc.path)
+		require.Equal(t, tc.rule, rule, tc.path)
+		require.Equal(t, tc.rule != "", hidden, tc.path)
+	}
+}
+
+func TestComputeHiddenWriteDir(t *testing.T) {
+	dir := t.TempDir()
+	buildTree(t, dir, tree{
+		"openwiki/.claims/a":  "",
+		"docs/wiki/.claims/a": "",
+	}, "")
+	h, err := Compute(dir, Options{WriteDir: "docs/wiki"})
+	require.NoError(t, err)
+	require.Equal(t, []Hide{{Path: "docs/wiki/.claims", Rule: "docs/wiki/.claims is owned by corral", Dir: true}}, h.Hides())
+	require.Equal(t, "docs/wiki", h.Options().WriteDir)
+	require.Equal(t, DefaultIgnoreFileName, h.Options().IgnoreFileName)
+}
+
+// TestComputeHiddenPath07 covers the forms a hidden path may take at
+// start: absent, a symlink, a file.
+func TestComputeHiddenPath07(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		tree tree
+		want []string
+	}{
+		{"claims absent", tree{"openwiki/x": ""}, nil},
+		{"claims a symlink", tree{"openwiki/.claims": "-> ../README.md", "README.md": ""}, []string{"openwiki/.claims"}},
+		{"git a file", tree{".git": "gitdir: ../elsewhere"}, []string{".git"}},
+		{"nested git", tree{"vendor/lib/.git/config": "[core] fsmonitor=id"}, []string{"vendor/lib/.git"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			buildTree(t, dir, tc.tree, "")
+			h, err := Compute(dir, Options{})
+			require.NoError(t, err)
+			require.Equal(t, tc.want, nilIfEmpty(h.Paths()))
+			v := NewView(dir, h)
+			for _, p := range []string{"openwiki/.claims", "openwiki/.claims/a.lock", ".git/config", "vendor/lib/.git/config"} {
+				_, hidden := v.Hidden(p)
+				require.True(t, hidden, p)
+			}
+		})
+	}
+}
+
+func nilIfEmpty(s []string) []string {
+	if len(s) == 0 {
+		return nil
+	}
+	return s
+}
+
+// TestHiddenSetFixedAtStart: writing an ignore file after the set was
+// computed (as an agent might in openwiki/) changes nothing (IGN-07).
+func TestHiddenSetFixedAtStart(t *testing.T) {
+	dir := t.TempDir()
+	buildTree(t, dir, tree{
+		".openwikiignore": "secret.txt\n",
+		"secret.txt":      "S",
+		"openwiki/a.md":   "",
+	}, "")
+	h, err := Compute(dir, Options{})
+	require.NoError(t, err)
+	v := NewView(dir, h)
+	buildTree(t, dir, tree{
+		".openwikiignore":          "!*\n",
+		"openwiki/.openwikiignore": "!*\na.md\n",
+		"sub/.openwikiignore":      "new\n",
+	}, "")
+	rule, hidden := v.Hidden("secret.txt")
+	require.True(t, hidden)
+	require.Equal(t, ".openwikiignore:1 hides secret.txt", rule)
+	for _, p := range []string{"openwiki/a.md", "sub/new", "openwiki/.openwikiignore"} {
+		_, hidden = v.Hidden(p)
+		require.False(t, hidden, p)
+	}
+	_, hidden = v.Hidden("openwiki/secret.txt")
+	require.True(t, hidden)
+}
+
+func TestComputeHiddenDoesNotFollowSymlinks(t *testing.T) {
+	outside := t.TempDir()
+	buildTree(t, outside, tree{"secret/.git/config": "", "AGENTS.md": ""}, "")
+	dir := t.TempDir()
+	buildTree(t, dir, tree{
+		"out":             "-> " + outside,
+		"up":              "-> ..",
+		"self":            "-> .",
+		"d/loop":          "-> loop",
+		".openwikiignore": "-> " + filepath.Join(outside, "AGENTS.md"),
+		"x":               "",
+	}, "")
+	h, err := Compute(dir, Options{Forced: agentConfig})
+	require.NoError(t, err)
+	require.Empty(t, h.Paths())
+}
+
+func TestComputeHiddenSkipsFifoIgnoreFile(t *testing.T) {
+	dir := t.TempDir()
+	require.NoError(t, syscall.Mkfifo(filepath.Join(dir, DefaultIgnoreFileName), 0o644))
+	h, err := Compute(dir, Options{})
+	require.NoError(t, err)
+	require.Zero(t, h.Len())
+}
+
+func TestComputeHiddenErrors(t *testing.T) {
+	_, err := Compute(filepath.Join(t.TempDir(), "missing"), Options{})
+	require.True(t, errdefs.IsNotFound(err), err)
+	for _, opts := range []Options{
+		{IgnoreFileName: "a/b"},
+		{IgnoreFileName: ".."},
+		{WriteDir: "../x"},
+		{WriteDir: "/abs"},
+		{WriteDir: "a//b"},
+		{WriteDir: "."},
+		{Forced: []string{""}},
+		{Forced: []string{"a\nb"}},
+	} {
+		_, err := Compute(t.TempDir(), opts)
+		require.True(t, errdefs.IsInvalidArgument(err), "%+v: %v", opts, err)
+	}
+}
+
+func TestComputeHiddenGOROOT(t *testing.T) {
+	src := filepath.Join(runtime.GOROOT(), "src")
+	if _, err := os.Stat(src); err != nil {
+		t.Skip("no GOROOT/src")
+	}
+	h, err := Compute(src, Options{IgnoreFileName: ".gitignore", Forced: []string{"testdata/"}})
+	require.NoError(t, err)
+	require.NotZero(t, h.Len())
+	for _, hd := range h.Hides() {
+		require.Equal(t, "testdata", filepath.Base(hd.Path), hd)
+	}
+}
+
+// The benchmark tree: 10×10×10×10 directories of 10 files each (100,000
+// files, 11,110 directories), ignore files at the root and in each
+// top-level directory. Created once per test binary (creating 100,000
+// files takes a while on slow disks) and removed by TestMain.
+var (
+	benchTreeOnce sync.Once
+	benchTreeDir  string
+	benchTreeErr  error
+)
+
+const benchRootIgnore = "*.log\n!keep.log\nbuild/\n/secret*\n**/tmp/**\n"
+
+func benchTree(b *testing.B) string {
+	b.Helper()
+	benchTreeOnce.Do(func() {
+		benchTreeDir, benchTreeErr = os.MkdirTemp("", "corral-mounts-bench-")
+		if benchTreeErr != nil {
+			return
+		}
+		benchTreeErr = makeBenchTree(benchTreeDir)
+	})
+	require.NoError(b, benchTreeErr)
+	return benchTreeDir
+}
+
+func makeBenchTree(root string) error {
+	names := []string{"a.go", "b.go", "c.go", "d_test.go", "e.md", "f.txt", "g.json", "keep.log", "h.log", "i.bak"}
+	dirNames := []string{"d0", "d1", "build", "d3", "tmp", "d5", "d6", "d7", "d8", "secret"}
+	if err := os.WriteFile(filepath.Join(root, DefaultIgnoreFileName), []byte(benchRootIgnore), 0o644); err != nil {
+		return err
+	}
+	var mk func(dir string, depth int) error
+	mk = func(dir string, depth int) error {
+		if depth == 4 {
+			for _, n := range names {
+				if err := os.WriteFile(filepath.Join(dir, n), nil, 0o644); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+		for _, n := range dirNames {
+			d := filepath.Join(dir, n)
+			if err := os.Mkdir(d, 0o755); err != nil {
+				return err
+			}
+			if depth == 0 {
+				if err := os.WriteFile(filepath.Join(d, DefaultIgnoreFileName), []byte("*.bak\n!d7/**/i.bak\n"), 0o644); err != nil {
+					return err
+				}
+			}
+			if err := mk(d, depth+1); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	return mk(root, 0)
+}
+
+func BenchmarkComputeHidden100k(b *testing.B) {
+	dir := benchTree(b)
+	var h *Set
+	for b.Loop() {
+		var err error
+		h, err = Compute(dir, Options{Forced: agentConfig})
+		require.NoError(b, err)
+	}
+	b.ReportMetric(float64(h.Len()), "hidden")
+}
+
+// BenchmarkGitLsFiles100k is the yardstick: git's own walk of the same
+// tree with the same ignore files.
+func BenchmarkGitLsFiles100k(b *testing.B) {
+	dir := benchTree(b)
+	g := newGitOracle(b)
+	for b.Loop() {
+		g.run(b, dir, nil, "ls-files", "--others", "--ignored", "--directory", "--exclude-per-directory="+DefaultIgnoreFileName)
+	}
+}
+
+func BenchmarkComputeHiddenGOROOT(b *testing.B) {
+	src := filepath.Join(runtime.GOROOT(), "src")
+	if _, err := os.Stat(src); err != nil {
+		b.Skip("no GOROOT/src")
+	}
+	for b.Loop() {
+		_, err := Compute(src, Options{Forced: agentConfig})
+		require.NoError(b, err)
+	}
+}
+
+func BenchmarkViewHidden(b *testing.B) {
+	dir := benchTree(b)
+	h, err := Compute(dir, Options{Forced: agentConfig})
+	require.NoError(b, err)
+	v := NewView(dir, h)
+	paths := []string{"d0/d1/d3/d5/a.go", "d0/d1/d3/d5/h.log", "d7/d7/d7/d7/missing/x", "build/x", "d0/.git/x"}
+	i := 0
+	for b.Loop() {
+		v.Hidden(paths[i%len(paths)])
+		i++
+	}
+	_ = fmt.Sprint(i)
+}

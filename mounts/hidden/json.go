@@ -1,0 +1,113 @@
+package hidden
+
+import (
+	"encoding/json"
+	"fmt"
+	"sort"
+
+	"github.com/containerd/errdefs"
+	"github.com/corral-sandbox/corral/mounts/ignore"
+)
+
+// setVersion is the version of the persisted form of a Set.
+const setVersion = 1
+
+// setJSON is the persisted form of a Set: the options, the
+// ignore files as they were read when the set was computed (the patterns
+// only, by line) and the hidden paths with their rules. Nothing in it is
+// read from the repository again, so a later change to an ignore file,
+// by the agent or anyone else, cannot change a reopened session's set.
+type setJSON struct {
+	Version     int              `json:"version"`
+	Options     optionsJSON      `json:"options"`
+	IgnoreFiles []ignoreFileJSON `json:"ignore_files"`
+	Hides       []hideJSON       `json:"hides"`
+}
+
+type optionsJSON struct {
+	IgnoreFileName string   `json:"ignore_file_name"`
+	WriteDir       string   `json:"write_dir"`
+	Forced         []string `json:"forced"`
+}
+
+type ignoreFileJSON struct {
+	Dir      string        `json:"dir"`
+	Source   string        `json:"source"`
+	Patterns []patternJSON `json:"patterns"`
+}
+
+type patternJSON struct {
+	Line int    `json:"line"`
+	Text string `json:"text"`
+}
+
+type hideJSON struct {
+	Path string `json:"path"`
+	Rule string `json:"rule"`
+	Dir  bool   `json:"dir,omitempty"`
+}
+
+// MarshalJSON persists the set so that a session reopened later (by
+// another corral process, after a restart) judges paths exactly as the
+// session did when it started.
+func (h *Set) MarshalJSON() ([]byte, error) {
+	out := setJSON{
+		Version: setVersion,
+		Options: optionsJSON{IgnoreFileName: h.opts.IgnoreFileName, WriteDir: h.opts.WriteDir, Forced: h.opts.Forced},
+		Hides:   make([]hideJSON, 0, len(h.paths)),
+	}
+	dirs := make([]string, 0, len(h.ignores))
+	for d := range h.ignores {
+		dirs = append(dirs, d)
+	}
+	sort.Strings(dirs)
+	for _, d := range dirs {
+		f := h.ignores[d]
+		fj := ignoreFileJSON{Dir: f.Dir, Source: f.Source, Patterns: make([]patternJSON, 0, len(f.Patterns))}
+		for _, p := range f.Patterns {
+			fj.Patterns = append(fj.Patterns, patternJSON{Line: p.Line, Text: p.Text})
+		}
+		out.IgnoreFiles = append(out.IgnoreFiles, fj)
+	}
+	for _, p := range h.paths {
+		e := h.hides[p]
+		out.Hides = append(out.Hides, hideJSON{Path: e.Path, Rule: e.Rule, Dir: e.Dir})
+	}
+	return json.Marshal(out)
+}
+
+// Unmarshal restores a set persisted with MarshalJSON. It fails
+// with errdefs.ErrInvalidArgument on an unknown version or a malformed
+// entry; it never reads the repository.
+func Unmarshal(data []byte) (*Set, error) {
+	var in setJSON
+	if err := json.Unmarshal(data, &in); err != nil {
+		return nil, fmt.Errorf("decoding hidden set: %w: %v", errdefs.ErrInvalidArgument, err)
+	}
+	if in.Version != setVersion {
+		return nil, fmt.Errorf("decoding hidden set: %w: version %d, want %d", errdefs.ErrInvalidArgument, in.Version, setVersion)
+	}
+	h, err := newSet(Options{IgnoreFileName: in.Options.IgnoreFileName, WriteDir: in.Options.WriteDir, Forced: in.Options.Forced})
+	if err != nil {
+		return nil, fmt.Errorf("decoding hidden set: %w", err)
+	}
+	for _, fj := range in.IgnoreFiles {
+		if !canonical(fj.Dir) || !canonical(fj.Source) {
+			return nil, fmt.Errorf("decoding hidden set: %w: ignore file %q in %q", errdefs.ErrInvalidArgument, fj.Source, fj.Dir)
+		}
+		f := &ignore.File{Dir: fj.Dir, Source: fj.Source}
+		for _, p := range fj.Patterns {
+			f.Patterns = append(f.Patterns, ignore.ParsePattern(p.Text, p.Line))
+		}
+		h.ignores[fj.Dir] = f
+	}
+	for _, e := range in.Hides {
+		if !canonical(e.Path) || e.Path == "." {
+			return nil, fmt.Errorf("decoding hidden set: %w: path %q", errdefs.ErrInvalidArgument, e.Path)
+		}
+		h.hides[e.Path] = Hide{Path: e.Path, Rule: e.Rule, Dir: e.Dir}
+		h.paths = append(h.paths, e.Path)
+	}
+	sort.Strings(h.paths)
+	return h, nil
+}
