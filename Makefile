@@ -17,6 +17,7 @@ setup:
 build:
 	$(GO) build -o $(BIN) ./cmd/corral
 	CGO_ENABLED=0 $(GO) build -o build/corral-init ./cmd/corral-init
+	CGO_ENABLED=0 $(GO) build -o build/corral-runsc ./cmd/corral-runsc
 
 image: setup build
 	$(ENV) $(BIN) image build

@@ -38,9 +38,11 @@ func hiddenRepo(t *testing.T) string {
 	})
 }
 
-func TestHiddenPathsAreAbsent(t *testing.T) {
+func TestHiddenPathsAreAbsent(t *testing.T) { forEachRuntime(t, testHiddenPathsAreAbsent) }
+
+func testHiddenPathsAreAbsent(t *testing.T, rt testRuntime) {
 	repo := hiddenRepo(t)
-	s := newSession(t, repo)
+	s := rt.session(t, repo)
 
 	ls := inBox(t, s, "ls", "-aR", ".")
 	require.Equal(t, 0, ls.ExitCode, string(ls.Stderr))
@@ -73,9 +75,13 @@ func TestHiddenPathsAreAbsent(t *testing.T) {
 }
 
 func TestRefusalNamesRuleAndStartsNothing(t *testing.T) {
+	forEachRuntime(t, testRefusalNamesRuleAndStartsNothing)
+}
+
+func testRefusalNamesRuleAndStartsNothing(t *testing.T, rt testRuntime) {
 	repo := hiddenRepo(t)
-	s := newSession(t, repo)
-	e := testutil.Executor(t)
+	e := rt.executor(t)
+	s := newSessionOn(t, e, repo)
 	ctx := e.Context(context.Background())
 	before, err := e.Client().Containers(ctx)
 	require.NoError(t, err)
@@ -107,10 +113,12 @@ func TestRefusalNamesRuleAndStartsNothing(t *testing.T) {
 	require.True(t, os.IsNotExist(err), "a refused session made host mounts")
 }
 
-func TestWritesAreConfined(t *testing.T) {
+func TestWritesAreConfined(t *testing.T) { forEachRuntime(t, testWritesAreConfined) }
+
+func testWritesAreConfined(t *testing.T, rt testRuntime) {
 	repo := hiddenRepo(t)
 	snap := testutil.Snapshot(t, repo)
-	s := newSession(t, repo)
+	s := rt.session(t, repo)
 
 	for _, p := range []string{"src/evil.go", "README.md", "new.txt", ".openwikiignore"} {
 		r := inBox(t, s, "probe", "write", p, "x")
@@ -139,14 +147,16 @@ func TestWritesAreConfined(t *testing.T) {
 	require.Equal(t, snap, testutil.Snapshot(t, repo), "the repository changed")
 }
 
-func TestPageMode(t *testing.T) {
+func TestPageMode(t *testing.T) { forEachRuntime(t, testPageMode) }
+
+func testPageMode(t *testing.T, rt testRuntime) {
 	repo := newRepo(t, map[string]string{
 		"openwiki/pages/a.md": "# A\n",
 		"openwiki/pages/b.md": "# B\n",
 		"openwiki/index.md":   "# index\n",
 	})
 	snap := testutil.Snapshot(t, repo)
-	s := newSession(t, repo, withPage("openwiki/pages/a.md"))
+	s := rt.session(t, repo, withPage("openwiki/pages/a.md"))
 
 	require.Equal(t, "ok\n", out(inBox(t, s, "probe", "write", "openwiki/pages/a.md", "# A\n\nwritten\n")))
 	for _, p := range []string{"openwiki/pages/b.md", "openwiki/index.md", "openwiki/pages/c.md", "openwiki/pages/a.md.bak"} {
@@ -169,7 +179,9 @@ func TestPageMode(t *testing.T) {
 	require.Equal(t, snap, testutil.Snapshot(t, repo))
 }
 
-func TestNoNetwork(t *testing.T) {
+func TestNoNetwork(t *testing.T) { forEachRuntime(t, testNoNetwork) }
+
+func testNoNetwork(t *testing.T, rt testRuntime) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	defer ln.Close()
@@ -182,7 +194,7 @@ func TestNoNetwork(t *testing.T) {
 			c.Close()
 		}
 	}()
-	s := newSession(t, newRepo(t, map[string]string{"a": "a"}), readOnly())
+	s := rt.session(t, newRepo(t, map[string]string{"a": "a"}), readOnly())
 
 	require.Equal(t, "lo\n", out(inBox(t, s, "probe", "ifaces")))
 	require.Equal(t, "EPERM\n", out(inBox(t, s, "probe", "socket-inet")))
@@ -193,10 +205,12 @@ func TestNoNetwork(t *testing.T) {
 	require.NotEqual(t, "ok\n", conn, "reached the host's listener")
 }
 
-func TestProcessIdentity(t *testing.T) {
+func TestProcessIdentity(t *testing.T) { forEachRuntime(t, testProcessIdentity) }
+
+func testProcessIdentity(t *testing.T, rt testRuntime) {
 	t.Setenv("CORRAL_CANARY", "canary-"+secret)
 	t.Setenv("OPENAI_API_KEY", "sk-"+secret)
-	s := newSession(t, newRepo(t, map[string]string{"a": "a"}), readOnly())
+	s := rt.session(t, newRepo(t, map[string]string{"a": "a"}), readOnly())
 
 	status := out(inBox(t, s, "probe", "status"))
 	for _, want := range []string{"Uid: 65534 65534 65534 65534", "Gid: 65534 65534 65534 65534", "Seccomp: 2",
@@ -210,19 +224,23 @@ func TestProcessIdentity(t *testing.T) {
 	requireNoLeak(t, environ, secret)
 }
 
-func TestKernelAttackSurface(t *testing.T) {
+func TestKernelAttackSurface(t *testing.T) { forEachRuntime(t, testKernelAttackSurface) }
+
+func testKernelAttackSurface(t *testing.T, rt testRuntime) {
 	// RT-02: all EPERM, as a non-root uid with no capabilities and no_new_privs.
-	s := newSession(t, newRepo(t, map[string]string{"a": "a"}), readOnly())
+	s := rt.session(t, newRepo(t, map[string]string{"a": "a"}), readOnly())
 	for _, probe := range []string{"unshare-user", "unshare-mount", "clone-newuser", "mount", "ptrace", "bpf",
 		"io_uring_setup", "keyctl", "userfaultfd", "mknod"} {
 		require.Equal(t, "EPERM\n", out(inBox(t, s, "probe", probe)), probe)
 	}
 }
 
-func TestLimits(t *testing.T) {
+func TestLimits(t *testing.T) { forEachRuntime(t, testLimits) }
+
+func testLimits(t *testing.T, rt testRuntime) {
 	repo := newRepo(t, map[string]string{"a": "a"})
 	t.Run("timeout", func(t *testing.T) {
-		s := newSession(t, repo, withResources(t, profiles.Resources{Timeout: "1s"}))
+		s := rt.session(t, repo, withResources(t, profiles.Resources{Timeout: "1s"}))
 		r := inBox(t, s, "probe", "sleep", "30s")
 		require.Equal(t, []string{sandbox.LimitTimeout}, r.LimitsHit)
 		require.Equal(t, 137, r.ExitCode)
@@ -231,31 +249,31 @@ func TestLimits(t *testing.T) {
 	})
 	t.Run("cpu rlimit", func(t *testing.T) {
 		// Kills a busy loop even if the supervisor died: timeout × CPUs + 1 s.
-		s := newSession(t, repo, withResources(t, profiles.Resources{Timeout: "2s"}))
+		s := rt.session(t, repo, withResources(t, profiles.Resources{Timeout: "2s"}))
 		limits := out(inBox(t, s, "probe", "read", "/proc/self/limits"))
 		require.Regexp(t, `(?m)^Max cpu time\s+3\s+3\s+seconds`, limits)
 	})
 	t.Run("output", func(t *testing.T) {
-		s := newSession(t, repo, withResources(t, profiles.Resources{Output: "64KiB"}))
+		s := rt.session(t, repo, withResources(t, profiles.Resources{Output: "64KiB"}))
 		r := inBox(t, s, "probe", "spew")
 		require.Contains(t, r.LimitsHit, sandbox.LimitOutput)
 		require.True(t, r.StdoutTruncated)
 		require.Len(t, r.Stdout, 64<<10)
 	})
 	t.Run("pids", func(t *testing.T) {
-		s := newSession(t, repo, withResources(t, profiles.Resources{Pids: 16}))
+		s := rt.session(t, repo, withResources(t, profiles.Resources{Pids: 16}))
 		r := inBox(t, s, "probe", "forkbomb")
 		require.Contains(t, out(r), "fork failed after", string(r.Stderr))
 		require.Contains(t, r.LimitsHit, sandbox.LimitPids)
 	})
 	t.Run("memory", func(t *testing.T) {
-		s := newSession(t, repo, withResources(t, profiles.Resources{Memory: "64MiB"}))
+		s := rt.session(t, repo, withResources(t, profiles.Resources{Memory: "64MiB"}))
 		r := inBox(t, s, "probe", "oom")
 		require.Contains(t, r.LimitsHit, sandbox.LimitMemory)
 		require.Equal(t, 137, r.ExitCode)
 	})
 	t.Run("write area", func(t *testing.T) {
-		s := newSession(t, repo, withResources(t, profiles.Resources{WriteArea: "1MiB"}))
+		s := rt.session(t, repo, withResources(t, profiles.Resources{WriteArea: "1MiB"}))
 		r := sh(t, s, "busybox dd if=/dev/zero of=openwiki/big bs=1024 count=4096")
 		require.NotEqual(t, 0, r.ExitCode)
 		require.Contains(t, string(r.Stderr), "No space left on device")
@@ -265,11 +283,13 @@ func TestLimits(t *testing.T) {
 
 // TestRealRepository runs against Go's own source tree, which nobody here
 // wrote (about 10,000 files).
-func TestRealRepository(t *testing.T) {
+func TestRealRepository(t *testing.T) { forEachRuntime(t, testRealRepository) }
+
+func testRealRepository(t *testing.T, rt testRuntime) {
 	goroot, err := exec.Command("go", "env", "GOROOT").Output()
 	require.NoError(t, err)
 	src := filepath.Join(strings.TrimSpace(string(goroot)), "src")
-	s := newSession(t, src, readOnly())
+	s := rt.session(t, src, readOnly())
 	r := run(t, s, "grep", "-rln", "func Fprintf", "fmt")
 	require.Equal(t, 0, r.ExitCode, string(r.Stderr))
 	require.Equal(t, "fmt/print.go\n", out(r))
@@ -278,9 +298,11 @@ func TestRealRepository(t *testing.T) {
 // TestPageModeNewPage: an assigned page that does not exist yet is a
 // create in the change set, and its patch applies (the view's empty mount
 // point is not the original).
-func TestPageModeNewPage(t *testing.T) {
+func TestPageModeNewPage(t *testing.T) { forEachRuntime(t, testPageModeNewPage) }
+
+func testPageModeNewPage(t *testing.T, rt testRuntime) {
 	repo := newRepo(t, map[string]string{"openwiki/index.md": "# index\n", "README.md": "# readme\n"})
-	s := newSession(t, repo, withPage("openwiki/pages/new.md"))
+	s := rt.session(t, repo, withPage("openwiki/pages/new.md"))
 	r := run(t, s, "cp", "README.md", "openwiki/pages/new.md")
 	require.Equal(t, 0, r.ExitCode, string(r.Stderr))
 	cs, err := s.Changes()

@@ -153,8 +153,8 @@ func (s *Session) create() (_ *container, retErr error) {
 		containerd.WithSnapshotter(snapshotter),
 		containerd.WithNewSnapshot(id, s.image),
 		containerd.WithContainerLabels(labels),
-		containerd.WithRuntime(e.cfg.Runtime, e.runtimeOptions()),
-		containerd.WithNewSpec(specOpts(s.planFor(id))...),
+		e.withRuntime(),
+		containerd.WithNewSpec(e.oci.spec(specOpts(s.planFor(id)))...),
 	)
 	if err != nil {
 		return nil, fmt.Errorf("creating container %s: %w", id, err)
