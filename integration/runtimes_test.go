@@ -66,10 +66,6 @@ type enforcement struct {
 	ForkBombPids int64
 	ForkBombOut  string
 	ForkBombExit int
-	// TooFewPids, when set, is a pids limit the container cannot start
-	// under, and StartError the error that says so.
-	TooFewPids int64
-	StartError string
 	// OOM are the outcomes a tool that allocates without end may have:
 	// the result is one of them.
 	OOM []limitOutcome
@@ -102,12 +98,11 @@ var (
 			// Its /proc/self/status has no CapAmb and no NoNewPrivs line.
 			StatusLines: identityLines,
 			// The tool's processes are the Sentry's tasks, not host
-			// processes; pids.max counts the sandbox's host threads, so
-			// the fork bomb ends the whole sandbox (Go's "failed to
-			// create new OS thread", exit 2), and a small limit keeps it
-			// from starting at all.
-			ForkBombPids: 64, ForkBombExit: 2,
-			TooFewPids: 16, StartError: "cannot create sandbox",
+			// processes; pids.max (the profile's plus the table's
+			// PidsOverhead) counts the sandbox's host threads, so the fork
+			// bomb ends the whole sandbox (Go's "failed to create new OS
+			// thread", exit 2).
+			ForkBombPids: 16, ForkBombExit: 2,
 			// The OOM killer ends the sandbox (137), unless under memory
 			// pressure the Sentry reaches pids.max first (exit 2, as the
 			// fork bomb).

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sync"
 
 	"github.com/containerd/containerd/api/types/runc/options"
@@ -17,6 +18,7 @@ import (
 	"github.com/containerd/containerd/v2/pkg/oci"
 	"github.com/containerd/errdefs"
 	"github.com/corral-sandbox/corral/internal/wrapper"
+	specs "github.com/opencontainers/runtime-spec/specs-go"
 )
 
 // ociRuntime is an executor's runtime, resolved once in New: the table
@@ -109,17 +111,37 @@ func (e *Executor) withRuntime() containerd.NewContainerOpts {
 	}
 }
 
-// spec appends the runtime's own spec options to opts: the ociVersion it
-// implements (RuntimeInfo.SpecVersion).
+// spec appends the runtime's own spec options to opts, to run after
+// them: the ociVersion it implements (RuntimeInfo.SpecVersion), its
+// PidsOverhead on the pids limit, and its SeccompAllow.
 func (r *ociRuntime) spec(opts []oci.SpecOpts) []oci.SpecOpts {
-	if r.info.SpecVersion == "" {
-		return opts
-	}
-	v := r.info.SpecVersion
+	info := r.info
 	return append(opts, func(_ context.Context, _ oci.Client, _ *containers.Container, s *oci.Spec) error {
-		s.Version = v
+		if info.SpecVersion != "" {
+			s.Version = info.SpecVersion
+		}
+		if info.PidsOverhead != 0 && s.Linux != nil && s.Linux.Resources != nil && s.Linux.Resources.Pids != nil && s.Linux.Resources.Pids.Limit != nil {
+			limit := *s.Linux.Resources.Pids.Limit + info.PidsOverhead
+			s.Linux.Resources.Pids.Limit = &limit
+		}
+		if len(info.SeccompAllow) > 0 && s.Linux != nil && s.Linux.Seccomp != nil {
+			allowSyscalls(s.Linux.Seccomp, info.SeccompAllow)
+		}
 		return nil
 	})
+}
+
+// allowSyscalls takes names out of every rule of sc and adds one rule
+// allowing them unconditionally.
+func allowSyscalls(sc *specs.LinuxSeccomp, names []string) {
+	var rules []specs.LinuxSyscall
+	for _, rule := range sc.Syscalls {
+		rule.Names = slices.DeleteFunc(slices.Clone(rule.Names), func(n string) bool { return slices.Contains(names, n) })
+		if len(rule.Names) > 0 {
+			rules = append(rules, rule)
+		}
+	}
+	sc.Syscalls = append(rules, specs.LinuxSyscall{Names: slices.Clone(names), Action: specs.ActAllow})
 }
 
 // FindWrapper returns the host path of corral-runsc: $CORRAL_RUNSC_WRAPPER,

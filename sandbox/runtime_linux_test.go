@@ -9,6 +9,7 @@ import (
 	"github.com/containerd/containerd/v2/pkg/namespaces"
 	"github.com/containerd/containerd/v2/pkg/oci"
 	"github.com/containerd/errdefs"
+	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"github.com/stretchr/testify/require"
 )
 
@@ -56,14 +57,32 @@ func TestResolveRuntime(t *testing.T) {
 	require.ErrorIs(t, err, errdefs.ErrInvalidArgument)
 }
 
-func TestRuntimeSpecVersion(t *testing.T) {
+func TestRuntimeSpec(t *testing.T) {
 	for _, name := range []string{"runc", "crun", "runsc"} {
 		info, err := LookupRuntime(name)
 		require.NoError(t, err)
 		r := &ociRuntime{info: info}
-		s, err := oci.GenerateSpec(namespaces.WithNamespace(context.Background(), "corral"), nil, &containers.Container{ID: t.Name()}, r.spec(nil)...)
+		plan := testPlan(t)
+		s, err := oci.GenerateSpec(namespaces.WithNamespace(context.Background(), "corral"), nil, &containers.Container{ID: t.Name()}, r.spec(specOpts(plan))...)
 		require.NoError(t, err)
 		require.Equal(t, info.SpecVersion, s.Version, name)
+		require.Equal(t, plan.Limits.Pids+info.PidsOverhead, *s.Linux.Resources.Pids.Limit, name)
+		var allowed, errno []string
+		for _, rule := range s.Linux.Seccomp.Syscalls {
+			if rule.Action == specs.ActAllow && len(rule.Args) == 0 {
+				allowed = append(allowed, rule.Names...)
+			}
+			if rule.Action == specs.ActErrno {
+				errno = append(errno, rule.Names...)
+			}
+		}
+		for _, n := range info.SeccompAllow {
+			require.Contains(t, allowed, n, name)
+			require.NotContains(t, errno, n, name)
+		}
+		if name != "runsc" {
+			require.Contains(t, errno, "clone3", name)
+		}
 	}
 }
 
