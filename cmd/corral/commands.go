@@ -39,6 +39,9 @@ func newRootCommand() *cobra.Command {
 		Short:         "Run each agent tool call in its own locked-down container",
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		// Subcommands must not set PersistentPreRunE of their own (it
+		// would replace this one).
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error { return checkRepoFlag(cmd) },
 	}
 	pf := root.PersistentFlags()
 	pf.StringVar(&g.address, "address", "", "containerd socket (default $CONTAINERD_ADDRESS, else "+sandbox.DefaultAddress+")")
