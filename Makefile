@@ -14,8 +14,16 @@ all: build
 setup:
 	@hack/setup.sh
 
+# corral version: git describe, the commit and its date, linked in
+# (internal/version); the commit's date rather than the clock keeps builds
+# reproducible.
+VPKG    := github.com/corral-sandbox/corral/internal/version
+LDFLAGS := -X $(VPKG).version=$(shell git describe --always --dirty 2>/dev/null) \
+	-X $(VPKG).commit=$(shell git rev-parse HEAD 2>/dev/null) \
+	-X $(VPKG).date=$(shell git log -1 --format=%cI 2>/dev/null)
+
 build:
-	$(GO) build -o $(BIN) ./cmd/corral
+	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/corral
 	CGO_ENABLED=0 $(GO) build -o build/corral-init ./cmd/corral-init
 
 image: setup build

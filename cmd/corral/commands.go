@@ -52,6 +52,7 @@ func newRootCommand() *cobra.Command {
 	pf.StringVar(&g.image, "image", "", "tools image (default "+sandbox.DefaultImageRef+", built from this machine's binaries on first use)")
 	root.AddCommand(newRunCommand(g), newCheckCommand(), newImageCommand(g), newGCCommand(g), newProfilesCommand(), newApplyCommand(g))
 	root.AddCommand(newSessionCommand(g), newServeCommand(g), newFSCommand())
+	root.AddCommand(newVersionCommand())
 	return root
 }
 
