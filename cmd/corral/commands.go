@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/corral-sandbox/corral/allowlist"
+	"github.com/corral-sandbox/corral/internal/config"
 	"github.com/corral-sandbox/corral/mounts/changeset"
 	"github.com/corral-sandbox/corral/profiles"
 	"github.com/corral-sandbox/corral/sandbox"
@@ -22,6 +23,15 @@ type globalFlags struct {
 	runtime   string
 	image     string
 	audit     string
+
+	// configPath, logLevel and allowForeign are the configuration's own
+	// flags (config.go); cfg is the resolved configuration (prepare),
+	// configErr why it did not resolve (for doctor).
+	configPath   string
+	logLevel     string
+	allowForeign bool
+	cfg          config.Config
+	configErr    error
 }
 
 // config is the executor configuration of a one-call process: containers
@@ -41,15 +51,16 @@ func newRootCommand() *cobra.Command {
 		SilenceErrors: true,
 		// Subcommands must not set PersistentPreRunE of their own (it
 		// would replace this one).
-		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error { return checkRepoFlag(cmd) },
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error { return g.prepare(cmd) },
 	}
 	pf := root.PersistentFlags()
-	pf.StringVar(&g.address, "address", "", "containerd socket (default $CONTAINERD_ADDRESS, else "+sandbox.DefaultAddress+")")
+	pf.StringVar(&g.address, "address", "", "containerd socket (default $CORRAL_ADDRESS, $CONTAINERD_ADDRESS, config address, else "+sandbox.DefaultAddress+")")
 	pf.StringVar(&g.namespace, "namespace", sandbox.DefaultNamespace, "containerd namespace")
 	pf.StringVar(&g.stateDir, "state-dir", sandbox.DefaultStateDir, "corral's state directory (sessions, mounts, FIFOs)")
 	pf.StringVar(&g.runtime, "runtime", sandbox.DefaultRuntime, "containerd runtime (shim) name")
 	pf.StringVar(&g.audit, "audit", "", "also append the audit events (JSON lines) to FILE; they always go to STATE-DIR/audit.log")
 	pf.StringVar(&g.image, "image", "", "tools image (default "+sandbox.DefaultImageRef+", built from this machine's binaries on first use)")
+	g.addConfigFlags(pf)
 	root.AddCommand(newRunCommand(g), newCheckCommand(), newImageCommand(g), newGCCommand(g), newProfilesCommand(), newApplyCommand(g))
 	root.AddCommand(newSessionCommand(g), newServeCommand(g), newFSCommand())
 	root.AddCommand(newVersionCommand())

@@ -31,6 +31,7 @@ func TestErrorLines(t *testing.T) {
 	second := write("second.yaml", "name: x\ncommands: [cat]\n---\ncommands: [\n")
 	memory := write("memory.yaml", "name: x\ncommands: [cat]\nresources:\n  memory: 12zz\n")
 	kind := write("kind.yaml", "name: x\ncommands: cat\n")
+	conf := write("config.yaml", "namespace: corral\nstate-dir: /var/lib/corral\n")
 	for _, tc := range []struct {
 		name string
 		args []string
@@ -58,6 +59,10 @@ func TestErrorLines(t *testing.T) {
 			`corral: refused (ARG): grep needs at least 1 operand`},
 		{"two operands", []string{"check", "--repo", repo, "--", "diff", "a"},
 			`corral: refused (ARG): diff needs at least 2 operands`},
+		{"unknown config key", []string{"check", "--config", conf, "--repo", repo, "--", "cat", "a"},
+			`corral: {dir}/config.yaml:2: unknown key "state-dir" (known: address, allow_foreign_namespace, daemon_socket, image, log_level, namespace, runtime, state_dir)`},
+		{"Docker's namespace", []string{"gc", "--namespace", "moby"},
+			`corral: namespace "moby" (flag --namespace): it is Docker's, and corral's containers would mix with that engine's, which manages them as its own; use corral's own (default "corral"), or pass --allow-foreign-namespace (config allow_foreign_namespace: true) if you mean it`},
 		{"unknown profile", []string{"check", "--repo", repo, "--profile", "nope", "--", "cat", "a"},
 			`corral: profile "nope": not found (built-ins: docs)`},
 	} {
