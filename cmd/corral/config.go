@@ -1,6 +1,8 @@
 package main
 
 import (
+	"io/fs"
+
 	"github.com/corral-sandbox/corral/internal/config"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -57,8 +59,13 @@ func (g *globalFlags) prepare(cmd *cobra.Command) error {
 			return usageError(err)
 		}
 		g.configErr = err
-		// Go on with what the flags alone say.
-		cfg, _ = config.Resolve(config.Inputs{ConfigPath: "/dev/null", Flags: flags, Getenv: func(string) string { return "" }})
+		// Go on with what the flags alone say, else the defaults.
+		none := config.Inputs{Getenv: func(string) string { return "" }, ReadFile: func(string) ([]byte, error) { return nil, fs.ErrNotExist }}
+		withFlags := none
+		withFlags.Flags = flags
+		if cfg, err = config.Resolve(withFlags); err != nil {
+			cfg, _ = config.Resolve(none)
+		}
 	}
 	g.cfg = cfg
 	g.address, g.namespace, g.stateDir, g.runtime, g.image = cfg.Address, cfg.Namespace, cfg.StateDir, cfg.Runtime, cfg.Image

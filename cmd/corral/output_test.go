@@ -75,7 +75,7 @@ func TestEveryJSONCommandAnswersBadFlagsInJSON(t *testing.T) {
 	require.ElementsMatch(t, []string{
 		"apply --json", "check --json", "gc --json", "image build --json", "profiles --json", "run --json",
 		"session apply --json", "session create --json", "session diff --format json", "session exec --json",
-		"session ls --json", "session rm --json", "version --json",
+		"session ls --json", "session rm --json", "version --json", "doctor --json",
 	}, names)
 	for _, c := range cmds {
 		t.Run(strings.Join(c, " "), func(t *testing.T) {
