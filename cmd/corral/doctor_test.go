@@ -164,7 +164,9 @@ func TestDoctorStateDir(t *testing.T) {
 func TestDoctorContainerdAndDaemon(t *testing.T) {
 	h := fakeHost(nil, map[string]fs.FileMode{"/run/corral/corral.sock": fs.ModeSocket | 0o660})
 	cfg := config.Config{Address: "/run/containerd/containerd.sock", Namespace: "corral", Image: sandbox.DefaultImageRef}
-	h.containerd = func(context.Context, string, string, string) (string, bool, error) { return "", false, errors.New("connection refused") }
+	h.containerd = func(context.Context, string, string, string) (string, bool, error) {
+		return "", false, errors.New("connection refused")
+	}
 	r := checkContainerd(context.Background(), h, cfg)
 	require.Len(t, r, 1)
 	require.Equal(t, statusFail, r[0].Status)
