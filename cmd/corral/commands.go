@@ -38,7 +38,7 @@ type globalFlags struct {
 // are created on the call (a container prepared ahead would only be
 // thrown away when the process ends). The long-lived server turns that off.
 func (g *globalFlags) config(log io.Writer) sandbox.Config {
-	return sandbox.Config{Address: g.address, Namespace: g.namespace, StateDir: g.stateDir, Runtime: g.runtime, Image: g.image, Log: log, Cold: true,
+	return sandbox.Config{Address: g.address, Namespace: g.namespace, StateDir: g.stateDir, Runtime: g.runtime, Image: g.image, Log: g.progress(log, defaultCLILevel), Cold: true,
 		AuditFile: g.audit}
 }
 

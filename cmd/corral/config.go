@@ -2,6 +2,7 @@ package main
 
 import (
 	"io/fs"
+	"log/slog"
 
 	"github.com/corral-sandbox/corral/internal/config"
 	"github.com/spf13/cobra"
@@ -69,5 +70,12 @@ func (g *globalFlags) prepare(cmd *cobra.Command) error {
 	}
 	g.cfg = cfg
 	g.address, g.namespace, g.stateDir, g.runtime, g.image = cfg.Address, cfg.Namespace, cfg.StateDir, cfg.Runtime, cfg.Image
+	if log := g.logger(cmd.ErrOrStderr(), defaultCLILevel); log.Enabled(cmd.Context(), slog.LevelDebug) {
+		args := []any{"file", cfg.File}
+		for _, k := range config.Keys() {
+			args = append(args, k, cfg.Sources[k])
+		}
+		log.Debug("configuration resolved: where each setting came from", args...)
+	}
 	return checkRepoFlag(cmd)
 }
