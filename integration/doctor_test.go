@@ -15,8 +15,9 @@ import (
 // in the test namespace, the runtimes are probed, and the exit code is 1
 // exactly when a check failed.
 func TestDoctor(t *testing.T) {
-	testutil.RequireContainerd(t)
-	require.NoError(t, testutil.BuildCorral())
+	// The test image is in the namespace and $CORRAL_INIT names
+	// corral-init, as for every other test.
+	testutil.ExecutorWith(t)
 	cmd := exec.Command(testutil.CorralPath(), "doctor", "--json", "--address", testutil.Address(), "--namespace", testutil.Namespace,
 		"--state-dir", testutil.StateDir(t), "--image", testutil.TestImageRef)
 	stdout, err := cmd.Output()
@@ -54,7 +55,7 @@ func TestDoctor(t *testing.T) {
 	for _, n := range []string{"config", "root", "overlayfs", "seccomp", "openat2", "containerd", "state dir", "state fs", "corral-init"} {
 		require.Equal(t, "ok", status[n], n)
 	}
-	require.NotEqual(t, "fail", status["image"])
+	require.Equal(t, "ok", status["image"])
 	require.Contains(t, status, "runtime runc")
 	require.Contains(t, status, "runtime crun")
 	require.Contains(t, status, "runtime runsc")

@@ -63,7 +63,7 @@ func newRootCommand() *cobra.Command {
 	g.addConfigFlags(pf)
 	root.AddCommand(newRunCommand(g), newCheckCommand(), newImageCommand(g), newGCCommand(g), newProfilesCommand(), newApplyCommand(g))
 	root.AddCommand(newSessionCommand(g), newServeCommand(g), newFSCommand())
-	root.AddCommand(newVersionCommand(), newDoctorCommand(g))
+	root.AddCommand(newVersionCommand(), newDoctorCommand(g), newManCommand())
 	return root
 }
 

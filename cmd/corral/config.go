@@ -32,7 +32,7 @@ func (g *globalFlags) addConfigFlags(pf *pflag.FlagSet) {
 // noConfig names the commands that read no configuration: what runs
 // inside a container, what only prints corral itself, and cobra's help
 // and completion.
-var noConfig = map[string]bool{"fs": true, "version": true, "help": true, "completion": true,
+var noConfig = map[string]bool{"fs": true, "version": true, "help": true, "completion": true, "man": true,
 	cobra.ShellCompRequestCmd: true, cobra.ShellCompNoDescRequestCmd: true}
 
 // reportConfig names the commands that report a configuration error
