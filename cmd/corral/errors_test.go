@@ -6,10 +6,13 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
+	"sort"
 	"strings"
 	"testing"
 
 	"github.com/containerd/errdefs"
+	"github.com/corral-sandbox/corral/profiles"
 	"github.com/stretchr/testify/require"
 )
 
@@ -40,7 +43,7 @@ func TestErrorLines(t *testing.T) {
 		{"category once", []string{"check", "--repo", repo, "--profile", memory, "--", "cat", "a"},
 			`corral: profile {dir}/memory.yaml: resources.memory "12zz": want a size from 16MiB to 64GiB`},
 		{"unknown profile key", []string{"check", "--repo", repo, "--profile", unknown, "--", "cat", "a"},
-			`corral: {dir}/unknown.yaml:3: unknown key "bogus" (known: commands, description, expose, expose_agent_config, name, resources, seccomp)`},
+			`corral: {dir}/unknown.yaml:3: unknown key "bogus" (known: ` + profileKeys() + `)`},
 		{"unknown nested key", []string{"check", "--repo", repo, "--profile", nested, "--", "cat", "a"},
 			`corral: {dir}/nested.yaml:4: unknown key "resources.memry" (known: cpus, memory, output, pids, timeout, tmp, write_area, write_inodes)`},
 		{"wrong kind, no Go type", []string{"check", "--repo", repo, "--profile", kind, "--", "cat", "a"},
@@ -89,4 +92,19 @@ func TestErrorLineCategories(t *testing.T) {
 	} {
 		require.Equal(t, tc.want, errorLine(tc.err))
 	}
+}
+
+// profileKeys lists the top-level keys of a profile file, as the unknown
+// key error names them (sorted yaml tags of profiles.Profile).
+func profileKeys() string {
+	var keys []string
+	t := reflect.TypeOf(profiles.Profile{})
+	for i := range t.NumField() {
+		name, _, _ := strings.Cut(t.Field(i).Tag.Get("yaml"), ",")
+		if name != "" && name != "-" {
+			keys = append(keys, name)
+		}
+	}
+	sort.Strings(keys)
+	return strings.Join(keys, ", ")
 }

@@ -73,9 +73,10 @@ func TestEveryJSONCommandAnswersBadFlagsInJSON(t *testing.T) {
 		names = append(names, strings.Join(c, " "))
 	}
 	require.ElementsMatch(t, []string{
+		"version --json", "doctor --json",
 		"apply --json", "check --json", "gc --json", "image build --json", "profiles --json", "run --json",
 		"session apply --json", "session create --json", "session diff --format json", "session exec --json",
-		"session ls --json", "session rm --json", "version --json", "doctor --json",
+		"session ls --json", "session rm --json",
 	}, names)
 	for _, c := range cmds {
 		t.Run(strings.Join(c, " "), func(t *testing.T) {
