@@ -3,7 +3,9 @@ package integration
 import (
 	"encoding/json"
 	"errors"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"testing"
 
 	"github.com/corral-sandbox/corral/internal/testutil"
@@ -59,4 +61,28 @@ func TestDoctor(t *testing.T) {
 	require.Contains(t, status, "runtime runc")
 	require.Contains(t, status, "runtime crun")
 	require.Contains(t, status, "runtime runsc")
+}
+
+// TestDoctorConfigSources: the same settings from CORRAL_* variables and a
+// config file instead of flags reach containerd, and doctor names where
+// each came from.
+func TestDoctorConfigSources(t *testing.T) {
+	testutil.ExecutorWith(t)
+	conf := filepath.Join(t.TempDir(), "config.yaml")
+	require.NoError(t, os.WriteFile(conf, []byte("state_dir: "+testutil.StateDir(t)+"\nimage: "+testutil.TestImageRef+"\n"), 0o644))
+	cmd := exec.Command(testutil.CorralPath(), "doctor", "--json")
+	cmd.Env = append(os.Environ(), "CORRAL_CONFIG="+conf, "CORRAL_ADDRESS="+testutil.Address(), "CORRAL_NAMESPACE="+testutil.Namespace)
+	stdout, _ := cmd.Output()
+	var out struct {
+		Checks []struct{ Name, Status, Detail string } `json:"checks"`
+	}
+	require.NoError(t, json.Unmarshal(stdout, &out), string(stdout))
+	got := map[string]string{}
+	for _, c := range out.Checks {
+		got[c.Name] = c.Status + ": " + c.Detail
+	}
+	require.Equal(t, "ok: file "+conf+"; namespace "+testutil.Namespace+" (env CORRAL_NAMESPACE), state "+testutil.StateDir(t)+" (file "+conf+")", got["config"])
+	require.Contains(t, got["containerd"], "ok: containerd ")
+	require.Contains(t, got["containerd"], " at "+testutil.Address()+", namespace "+testutil.Namespace)
+	require.Equal(t, "ok: "+testutil.TestImageRef+" is in namespace "+testutil.Namespace, got["image"])
 }
