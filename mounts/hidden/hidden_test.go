@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/containerd/errdefs"
+	"github.com/corral-sandbox/corral/internal/names"
 	"github.com/stretchr/testify/require"
 )
 
@@ -21,7 +22,11 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-var agentConfig = []string{"AGENTS.md", "CLAUDE.md", "opencode.json", "opencode.jsonc", ".opencode/", ".mcp.json", ".cursor/", ".claude/"}
+// agentConfig applies the agent-config list only; allLists every list.
+var (
+	agentConfig = []names.List{names.AgentConfig}
+	allLists    = names.Lists()
+)
 
 func TestComputeHiddenForced(t *testing.T) {
 	dir := t.TempDir()
@@ -48,31 +53,54 @@ func TestComputeHiddenForced(t *testing.T) {
 		"sub/.claude/x":          "",
 		"sub/.git/HEAD":          "",
 		"lnk/.claude":            "-> ../docs",
+		// Look-alike spellings fold onto the names they look like.
+		"low/agents.md":      "",
+		"low/Claude.md":      "",
+		"wide/ＡＧＥＮＴＳ.md":     "",
+		"wide/.ｇｉｔ/x":        "",
+		"dots/.git./x":       "",
+		"openwiki/．claims/":  "",
+		"openwiki/.claims.":  "",
+		"openwiki/.claims /": "",
+		"docs/.env":          "not hidden without the secrets list",
 	}, "")
-	h, err := Compute(dir, Options{Forced: agentConfig})
+	h, err := Compute(dir, Options{Lists: agentConfig})
 	require.NoError(t, err)
 	const git = ".git is hidden at any depth"
+	const (
+		claude = "profile hides agent config .claude/ (Claude Code)"
+		agents = "profile hides agent config AGENTS.md (AGENTS.md)"
+		claims = "openwiki/.claims is owned by corral"
+	)
 	require.Equal(t, []Hide{
-		{Path: ".claude", Rule: "profile hides agent config .claude/", Dir: true},
+		{Path: ".claude", Rule: claude, Dir: true},
 		{Path: ".git", Rule: git, Dir: true},
-		{Path: ".opencode", Rule: "profile hides agent config .opencode/", Dir: true},
-		{Path: "AGENTS.md", Rule: "profile hides agent config AGENTS.md"},
-		{Path: "CLAUDE.md", Rule: "profile hides agent config CLAUDE.md"},
-		{Path: "docs/AGENTS.md", Rule: "profile hides agent config AGENTS.md"},
-		{Path: "lnk/.claude", Rule: "profile hides agent config .claude/"}, // a symlink
+		{Path: ".opencode", Rule: "profile hides agent config .opencode/ (OpenCode)", Dir: true},
+		{Path: "AGENTS.md", Rule: agents},
+		{Path: "CLAUDE.md", Rule: "profile hides agent config CLAUDE.md (Claude Code)"},
+		{Path: "docs/AGENTS.md", Rule: agents},
+		{Path: "dots/.git.", Rule: git, Dir: true},
+		{Path: "lnk/.claude", Rule: claude}, // a symlink
+		{Path: "low/Claude.md", Rule: "profile hides agent config CLAUDE.md (Claude Code)"},
+		{Path: "low/agents.md", Rule: agents},
 		{Path: "mod/.Git", Rule: git, Dir: true},
 		{Path: "mod/.git", Rule: git},
-		{Path: "opencode.json", Rule: "profile hides agent config opencode.json"},
-		{Path: "openwiki/.CLAIMS", Rule: "openwiki/.claims is owned by corral", Dir: true},
-		{Path: "openwiki/.claims", Rule: "openwiki/.claims is owned by corral", Dir: true},
+		{Path: "opencode.json", Rule: "profile hides agent config opencode.json (OpenCode)"},
+		{Path: "openwiki/.CLAIMS", Rule: claims, Dir: true},
+		{Path: "openwiki/.claims", Rule: claims, Dir: true},
+		{Path: "openwiki/.claims ", Rule: claims, Dir: true},
+		{Path: "openwiki/.claims.", Rule: claims},
+		{Path: "openwiki/．claims", Rule: claims, Dir: true},
 		{Path: "sub/.GIT", Rule: git, Dir: true},
-		{Path: "sub/.claude", Rule: "profile hides agent config .claude/", Dir: true},
+		{Path: "sub/.claude", Rule: claude, Dir: true},
 		{Path: "sub/.git", Rule: git, Dir: true},
-		{Path: "sub/AGENTS.md", Rule: "profile hides agent config AGENTS.md"},
+		{Path: "sub/AGENTS.md", Rule: agents},
 		{Path: "vendor/lib/.git", Rule: git, Dir: true},
+		{Path: "wide/.ｇｉｔ", Rule: git, Dir: true},
+		{Path: "wide/ＡＧＥＮＴＳ.md", Rule: agents},
 	}, h.Hides())
 	require.Equal(t, h.Len(), len(h.Paths()))
-	require.Equal(t, "mod/.git", h.Paths()[8])
+	require.Equal(t, "mod/.git", h.Paths()[11])
 
 	v := NewView(dir, h)
 	for _, tc := range []struct {
@@ -85,10 +113,18 @@ func TestComputeHiddenForced(t *testing.T) {
 		{"openwiki/.claims/a.lock", "openwiki/.claims is owned by corral"},
 		{"openwiki/.Claims", "openwiki/.claims is owned by corral"},
 		{"OpenWiki/.claims/x", "openwiki/.claims is owned by corral"},
-		{"x/AGENTS.md", "profile hides agent config AGENTS.md"},
-		{"new/.opencode", "profile hides agent config .opencode/"}, // could be created as a directory
-		{"sub/.claude/x", "profile hides agent config .claude/"},
-		{"lnk/.claude/settings.json", "profile hides agent config .claude/"},
+		{"x/AGENTS.md", agents},
+		{"x/agents.MD", agents},
+		{"new/.opencode", "profile hides agent config .opencode/ (OpenCode)"}, // could be created as a directory
+		{"sub/.claude/x", claude},
+		{"lnk/.claude/settings.json", claude},
+		{"new/.Claude/settings.json", claude},
+		{"new/ＣＬＡＵＤＥ.md", "profile hides agent config CLAUDE.md (Claude Code)"},
+		{"new/.ｇｉｔ/config", git},
+		{"openwiki/．claims/x", claims},
+		{"openwiki/.claims./x", claims},
+		{"ＯｐｅｎＷｉｋｉ/.claims/x", claims},
+		{"docs/.env", ""},
 		{"docs/.claims/c", ""},
 		{"openwiki/claims", ""},
 		{"openwiki/page.md", ""},
@@ -190,9 +226,14 @@ func TestComputeHiddenDoesNotFollowSymlinks(t *testing.T) {
 		".openwikiignore": "-> " + filepath.Join(outside, "AGENTS.md"),
 		"x":               "",
 	}, "")
-	h, err := Compute(dir, Options{Forced: agentConfig})
+	h, err := Compute(dir, Options{Lists: agentConfig})
 	require.NoError(t, err)
-	require.Empty(t, h.Paths())
+	// Only the links that leave the repository, hidden themselves.
+	require.Equal(t, []Hide{
+		{Path: ".openwikiignore", Rule: SymlinkRule},
+		{Path: "out", Rule: SymlinkRule},
+		{Path: "up", Rule: SymlinkRule},
+	}, h.Hides())
 }
 
 func TestComputeHiddenSkipsFifoIgnoreFile(t *testing.T) {
@@ -213,8 +254,8 @@ func TestComputeHiddenErrors(t *testing.T) {
 		{WriteDir: "/abs"},
 		{WriteDir: "a//b"},
 		{WriteDir: "."},
-		{Forced: []string{""}},
-		{Forced: []string{"a\nb"}},
+		{Lists: []names.List{"everything"}},
+		{Lists: []names.List{""}},
 	} {
 		_, err := Compute(t.TempDir(), opts)
 		require.True(t, errdefs.IsInvalidArgument(err), "%+v: %v", opts, err)
@@ -226,11 +267,11 @@ func TestComputeHiddenGOROOT(t *testing.T) {
 	if _, err := os.Stat(src); err != nil {
 		t.Skip("no GOROOT/src")
 	}
-	h, err := Compute(src, Options{IgnoreFileName: ".gitignore", Forced: []string{"testdata/"}})
+	h, err := Compute(src, Options{Lists: allLists})
 	require.NoError(t, err)
 	require.NotZero(t, h.Len())
 	for _, hd := range h.Hides() {
-		require.Equal(t, "testdata", filepath.Base(hd.Path), hd)
+		require.Regexp(t, `^(built-in secrets list: |profile hides agent config |(.*/)?\.gitignore:[0-9]+ hides |symlink leaves|hard link of hidden )`, hd.Rule, hd)
 	}
 }
 
@@ -299,7 +340,7 @@ func BenchmarkComputeHidden100k(b *testing.B) {
 	var h *Set
 	for b.Loop() {
 		var err error
-		h, err = Compute(dir, Options{Forced: agentConfig})
+		h, err = Compute(dir, Options{Lists: allLists})
 		require.NoError(b, err)
 	}
 	b.ReportMetric(float64(h.Len()), "hidden")
@@ -321,14 +362,14 @@ func BenchmarkComputeHiddenGOROOT(b *testing.B) {
 		b.Skip("no GOROOT/src")
 	}
 	for b.Loop() {
-		_, err := Compute(src, Options{Forced: agentConfig})
+		_, err := Compute(src, Options{Lists: allLists})
 		require.NoError(b, err)
 	}
 }
 
 func BenchmarkViewHidden(b *testing.B) {
 	dir := benchTree(b)
-	h, err := Compute(dir, Options{Forced: agentConfig})
+	h, err := Compute(dir, Options{Lists: allLists})
 	require.NoError(b, err)
 	v := NewView(dir, h)
 	paths := []string{"d0/d1/d3/d5/a.go", "d0/d1/d3/d5/h.log", "d7/d7/d7/d7/missing/x", "build/x", "d0/.git/x"}

@@ -108,7 +108,7 @@ func (w *Watcher) addTree(dir string) error {
 			if _, ok := w.h.hides[p]; ok {
 				return rootfs.SkipDir
 			}
-			if _, hidden := w.h.judge(p, typeDir, w.h.stackFor(d.Rel())); hidden {
+			if _, hidden := w.h.judgePath(p, typeDir); hidden {
 				return rootfs.SkipDir
 			}
 			return nil
