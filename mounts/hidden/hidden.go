@@ -1,12 +1,15 @@
 package hidden
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
+	"runtime"
 	"slices"
-	"sort"
 	"strings"
+	"sync"
 
 	"github.com/containerd/errdefs"
 	"github.com/corral-sandbox/corral/internal/names"
@@ -77,8 +80,10 @@ type Set struct {
 	gitignore  bool
 	ignores    map[string]*ignore.File // IgnoreFileName files by directory
 	gitignores map[string]*ignore.File // .gitignore files by directory
-	hides      map[string]Hide
-	paths      []string
+	// hides are sorted by ComparePaths (the walk's order), looked up by
+	// binary search: a repository may hide hundreds of thousands of
+	// files one by one, and a map of them costs more than the walk.
+	hides []Hide
 }
 
 // Compute walks the repository at root once and returns its hidden set.
@@ -114,18 +119,92 @@ func Compute(root string, opts Options) (*Set, error) {
 		return nil, fmt.Errorf("computing hidden paths: opening repository %q: %w", root, osError(err))
 	}
 	defer d.Close()
-	w := &walker{h: h, root: d, links: map[inode][]string{}}
-	if err := rootfs.Walk(d, rootfs.Visitor{Dir: w.enter, Entry: w.visit}); err != nil {
+	if err := h.walk(d, walkers()); err != nil {
 		return nil, fmt.Errorf("computing hidden paths of %q: %w", root, err)
 	}
-	if len(w.links) > 0 {
-		if err := w.hideHardLinks(); err != nil {
-			return nil, fmt.Errorf("computing hidden paths of %q: %w", root, err)
-		}
-	}
-	h.sortPaths()
 	return h, nil
 }
+
+// walkers is how many subtrees Compute walks at once: the walk is
+// system calls (getdents, openat, fstatat), one CPU each.
+func walkers() int { return min(runtime.GOMAXPROCS(0), 4) }
+
+// walk fills h from the repository open as root with n walkers: the top
+// of the tree breadth first, alone, until it has enough subtrees to share
+// (frontierPerWalker each), then those subtrees in parallel, each walker
+// with maps of its own, merged at the end; then the hard links.
+func (h *Set) walk(root *rootfs.Dir, n int) error {
+	top := newWalker(h, root, nil)
+	var frontier []string
+	if n <= 1 {
+		if err := rootfs.Walk(root, rootfs.Visitor{Dir: top.enter, Entry: top.visit}); err != nil {
+			return err
+		}
+	} else {
+		var err error
+		frontier, err = top.breadthFirst(n * frontierPerWalker)
+		if err != nil {
+			return err
+		}
+	}
+	all := []*walker{top}
+	if len(frontier) > 0 {
+		next := make(chan string)
+		errs := make(chan error, n)
+		var wg sync.WaitGroup
+		for range min(n, len(frontier)) {
+			w := newWalker(h, root, top)
+			all = append(all, w)
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for rel := range next {
+					if err := w.subtree(rel); err != nil {
+						errs <- err
+						for range next {
+						}
+						return
+					}
+				}
+			}()
+		}
+		for _, rel := range frontier {
+			next <- rel
+		}
+		close(next)
+		wg.Wait()
+		close(errs)
+		if err := <-errs; err != nil {
+			return err
+		}
+	}
+	links := map[inode][]string{}
+	total := 0
+	for _, w := range all {
+		total += w.hides.len()
+	}
+	h.hides = make([]Hide, 0, total)
+	for _, w := range all {
+		maps.Copy(h.ignores, w.ignores)
+		maps.Copy(h.gitignores, w.gitignores)
+		for _, c := range w.hides {
+			h.hides = append(h.hides, c...)
+		}
+		for k, ps := range w.links {
+			links[k] = append(links[k], ps...)
+		}
+	}
+	h.sortHides()
+	if len(links) > 0 {
+		return h.hideHardLinks(root, links)
+	}
+	return nil
+}
+
+// frontierPerWalker is how many subtrees the breadth-first top of the
+// walk hands each walker, so that one large subtree does not leave the
+// others idle.
+const frontierPerWalker = 8
 
 func newSet(opts Options) (*Set, error) {
 	if opts.IgnoreFileName == "" {
@@ -154,41 +233,65 @@ func newSet(opts Options) (*Set, error) {
 		gitignore:  slices.Contains(opts.Lists, names.Gitignore) && opts.IgnoreFileName != GitignoreFileName,
 		ignores:    map[string]*ignore.File{},
 		gitignores: map[string]*ignore.File{},
-		hides:      map[string]Hide{},
 	}, nil
 }
 
-func (h *Set) sortPaths() {
-	h.paths = make([]string, 0, len(h.hides))
-	for p := range h.hides {
-		h.paths = append(h.paths, p)
+// sortHides sorts h.hides by ComparePaths, the walk's order (most of
+// them already are).
+func (h *Set) sortHides() {
+	slices.SortFunc(h.hides, func(a, b Hide) int { return ComparePaths(a.Path, b.Path) })
+}
+
+// ComparePaths orders canonical paths component by component, each
+// compared bytewise (a directory comes right before what it holds: "a",
+// "a/x", "a-b"), the order of a depth-first walk in name order. It
+// returns -1, 0 or +1.
+func ComparePaths(a, b string) int {
+	n := min(len(a), len(b))
+	for i := 0; i < n; i++ {
+		ca, cb := a[i], b[i]
+		switch {
+		case ca == cb:
+			continue
+		case ca == '/':
+			return -1
+		case cb == '/':
+			return 1
+		case ca < cb:
+			return -1
+		default:
+			return 1
+		}
 	}
-	sort.Strings(h.paths)
+	return cmp.Compare(len(a), len(b))
 }
 
-// Paths returns the hidden paths, sorted.
+// Paths returns the hidden paths, in ComparePaths order.
 func (h *Set) Paths() []string {
-	return append([]string(nil), h.paths...)
-}
-
-// Hides returns the hidden paths with their rules, sorted by path.
-func (h *Set) Hides() []Hide {
-	out := make([]Hide, len(h.paths))
-	for i, p := range h.paths {
-		out[i] = h.hides[p]
+	out := make([]string, len(h.hides))
+	for i, e := range h.hides {
+		out[i] = e.Path
 	}
 	return out
+}
+
+// Hides returns the hidden paths with their rules, in ComparePaths order.
+func (h *Set) Hides() []Hide {
+	return slices.Clone(h.hides)
 }
 
 // Lookup returns the entry for p if p itself (not an ancestor) is in the
 // set.
 func (h *Set) Lookup(p string) (Hide, bool) {
-	e, ok := h.hides[p]
-	return e, ok
+	i, ok := slices.BinarySearchFunc(h.hides, p, func(e Hide, p string) int { return ComparePaths(e.Path, p) })
+	if !ok {
+		return Hide{}, false
+	}
+	return h.hides[i], true
 }
 
 // Len is the number of hidden paths.
-func (h *Set) Len() int { return len(h.paths) }
+func (h *Set) Len() int { return len(h.hides) }
 
 // Options returns the options the set was computed with, defaults filled
 // in.
@@ -299,16 +402,117 @@ func (s stacks) push(h *Set, dir string) stacks {
 // inode identifies a file for the hard-link check.
 type inode struct{ dev, ino uint64 }
 
-// walker is one Compute: the set it fills and what applies to the
-// directory being visited.
+// walker walks part of the repository for Compute: what it found, and
+// what applies to the directory being visited. Each walker has maps of
+// its own; a walker of a subtree finds the ignore files above the
+// subtree in its parent's, which no longer change.
 type walker struct {
-	h    *Set
-	root *rootfs.Dir
-	dir  string   // the directory whose entries are visited
-	fdir []string // its components, folded
-	st   stacks   // the ignore files that apply to them
+	h      *Set
+	root   *rootfs.Dir
+	parent *walker
+	dir    string   // the directory whose entries are visited
+	fdir   []string // its components, folded
+	st     stacks   // the ignore files that apply to them
+
+	ignores, gitignores map[string]*ignore.File
+	hides               chunks
 	// links are the visible regular files with more than one link.
 	links map[inode][]string
+}
+
+func newWalker(h *Set, root *rootfs.Dir, parent *walker) *walker {
+	return &walker{h: h, root: root, parent: parent, dir: "\x00",
+		ignores: map[string]*ignore.File{}, gitignores: map[string]*ignore.File{},
+		links: map[inode][]string{}}
+}
+
+// chunks hold a walker's hides in blocks that are never copied to grow.
+type chunks [][]Hide
+
+const chunkLen = 1024
+
+func (c *chunks) add(h Hide) {
+	if n := len(*c); n == 0 || len((*c)[n-1]) == chunkLen {
+		*c = append(*c, make([]Hide, 0, chunkLen))
+	}
+	last := &(*c)[len(*c)-1]
+	*last = append(*last, h)
+}
+
+func (c chunks) len() int {
+	n := 0
+	for _, b := range c {
+		n += len(b)
+	}
+	return n
+}
+
+// breadthFirst visits the top of the tree level by level until the next
+// level holds at least want directories, and returns them (visible,
+// their entries not yet visited); nil when the whole tree was visited.
+func (w *walker) breadthFirst(want int) ([]string, error) {
+	level := []string{"."}
+	for len(level) > 0 && len(level) < want {
+		var next []string
+		for _, rel := range level {
+			d := w.root
+			if rel != "." {
+				var err error
+				if d, err = w.root.OpenDir(rel, rootfs.NoSymlinks); err != nil {
+					if errors.Is(err, unix.ENOENT) {
+						continue // removed since its parent was read
+					}
+					return nil, err
+				}
+			}
+			sub, err := w.level(d)
+			if d != w.root {
+				d.Close()
+			}
+			if err != nil {
+				return nil, err
+			}
+			next = append(next, sub...)
+		}
+		level = next
+	}
+	return level, nil
+}
+
+// level visits the entries of d and returns its visible subdirectories.
+func (w *walker) level(d *rootfs.Dir) ([]string, error) {
+	entries, err := d.ReadDir(0)
+	if err != nil {
+		return nil, err
+	}
+	if err := w.enter(d, entries); err != nil {
+		return nil, err
+	}
+	var subs []string
+	for _, e := range entries {
+		if err := w.visit(d, e); errors.Is(err, rootfs.SkipDir) {
+			continue
+		} else if err != nil {
+			return nil, err
+		}
+		if e.IsDir() {
+			subs = append(subs, d.Join(e.Name()))
+		}
+	}
+	return subs, nil
+}
+
+// subtree walks the visible directory rel, whose own entry was visited.
+func (w *walker) subtree(rel string) error {
+	d, err := w.root.OpenDir(rel, rootfs.NoSymlinks)
+	if errors.Is(err, unix.ENOENT) {
+		return nil // removed since its parent was read
+	}
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return rootfs.Walk(d, rootfs.Visitor{Dir: w.enter, Entry: w.visit})
 }
 
 // enter reads the ignore files of the directory d, which the walk just
@@ -316,11 +520,11 @@ type walker struct {
 // itself is ignored (as in git). A symlink or anything but a regular file
 // in their place is skipped, never opened.
 func (w *walker) enter(d *rootfs.Dir, entries []fs.DirEntry) error {
-	if err := w.readIgnore(d, entries, w.h.opts.IgnoreFileName, w.h.ignores); err != nil {
+	if err := w.readIgnore(d, entries, w.h.opts.IgnoreFileName, w.ignores); err != nil {
 		return err
 	}
 	if w.h.gitignore {
-		if err := w.readIgnore(d, entries, GitignoreFileName, w.h.gitignores); err != nil {
+		if err := w.readIgnore(d, entries, GitignoreFileName, w.gitignores); err != nil {
 			return err
 		}
 	}
@@ -352,8 +556,39 @@ func (w *walker) readIgnore(d *rootfs.Dir, entries []fs.DirEntry, name string, i
 	return nil
 }
 
+// setDir makes dir the directory whose entries are visited.
 func (w *walker) setDir(dir string) {
-	w.dir, w.fdir, w.st = dir, foldDir(dir), w.h.stacksFor(dir)
+	w.dir, w.fdir = dir, foldDir(dir)
+	w.st = stacks{}
+	w.st = w.push(w.st, ".")
+	if dir == "." {
+		return
+	}
+	for i := 0; i <= len(dir); i++ {
+		if i == len(dir) || dir[i] == '/' {
+			w.st = w.push(w.st, dir[:i])
+		}
+	}
+}
+
+// push is stacks.push over the walker's ignore files and its parent's.
+func (w *walker) push(s stacks, dir string) stacks {
+	own, git := w.ignores[dir], w.gitignores[dir]
+	if p := w.parent; p != nil {
+		if own == nil {
+			own = p.ignores[dir]
+		}
+		if git == nil {
+			git = p.gitignores[dir]
+		}
+	}
+	if own != nil {
+		s.own = append(s.own[:len(s.own):len(s.own)], own)
+	}
+	if git != nil {
+		s.git = append(s.git[:len(s.git):len(s.git)], git)
+	}
+	return s
 }
 
 // visit records the entry e of the visible directory d when the rules
@@ -367,7 +602,7 @@ func (w *walker) visit(d *rootfs.Dir, e fs.DirEntry) error {
 	p := d.Join(e.Name())
 	typ := typeOf(e.Type())
 	if rule, hidden := w.h.judge(p, w.fdir, typ, w.st); hidden {
-		w.h.hides[p] = Hide{Path: p, Rule: rule, Dir: typ == typeDir}
+		w.hides.add(Hide{Path: p, Rule: rule, Dir: typ == typeDir})
 		return rootfs.SkipDir
 	}
 	switch {
@@ -381,7 +616,7 @@ func (w *walker) visit(d *rootfs.Dir, e fs.DirEntry) error {
 			f.Close()
 		}
 		if errors.Is(err, unix.EXDEV) {
-			w.h.hides[p] = Hide{Path: p, Rule: SymlinkRule}
+			w.hides.add(Hide{Path: p, Rule: SymlinkRule})
 		}
 	case e.Type().IsRegular():
 		var st unix.Stat_t
@@ -399,42 +634,36 @@ func (w *walker) visit(d *rootfs.Dir, e fs.DirEntry) error {
 	return nil
 }
 
-// hideHardLinks hides the visible files of w.links that share their
-// inode with a hidden file: it looks at the hidden files and walks the
-// hidden directories (never through a link), until every such inode is
-// found or nothing hidden is left. The rule names the first hidden path
-// found with that inode, in path order.
-func (w *walker) hideHardLinks() error {
+// hideHardLinks hides the visible files of links that share their inode
+// with a hidden file: it looks at the hidden files and walks the hidden
+// directories (never through a link), until every such inode is found or
+// nothing hidden is left. The rule names the first hidden path found with
+// that inode, in path order.
+func (h *Set) hideHardLinks(root *rootfs.Dir, links map[inode][]string) error {
 	found := map[inode]string{}
-	hiddenPaths := make([]string, 0, len(w.h.hides))
-	for p := range w.h.hides {
-		hiddenPaths = append(hiddenPaths, p)
-	}
-	sort.Strings(hiddenPaths)
 	note := func(st *unix.Stat_t, p string) {
 		if st.Mode&unix.S_IFMT != unix.S_IFREG || st.Nlink < 2 {
 			return
 		}
 		k := inode{uint64(st.Dev), st.Ino}
-		if _, ok := w.links[k]; ok {
+		if _, ok := links[k]; ok {
 			if _, seen := found[k]; !seen {
 				found[k] = p
 			}
 		}
 	}
-	for _, p := range hiddenPaths {
-		if len(found) == len(w.links) {
+	for _, hd := range h.hides {
+		if len(found) == len(links) {
 			break
 		}
-		hd := w.h.hides[p]
+		p := hd.Path
 		if !hd.Dir {
-			st, err := w.root.Lstat(p, rootfs.NoSymlinks)
-			if err == nil {
+			if st, err := root.Lstat(p, rootfs.NoSymlinks); err == nil {
 				note(&st, p)
 			}
 			continue
 		}
-		sub, err := w.root.OpenDir(p, rootfs.NoSymlinks)
+		sub, err := root.OpenDir(p, rootfs.NoSymlinks)
 		if err != nil {
 			continue // gone or replaced since: nothing to share an inode with
 		}
@@ -446,7 +675,7 @@ func (w *walker) hideHardLinks() error {
 			if unix.Fstatat(d.Fd(), e.Name(), &st, unix.AT_SYMLINK_NOFOLLOW) == nil {
 				note(&st, d.Join(e.Name()))
 			}
-			if len(found) == len(w.links) {
+			if len(found) == len(links) {
 				return rootfs.SkipAll
 			}
 			return nil
@@ -457,10 +686,11 @@ func (w *walker) hideHardLinks() error {
 		}
 	}
 	for k, hiddenPath := range found {
-		for _, p := range w.links[k] {
-			w.h.hides[p] = Hide{Path: p, Rule: hardLinkRule + hiddenPath}
+		for _, p := range links[k] {
+			h.hides = append(h.hides, Hide{Path: p, Rule: hardLinkRule + hiddenPath})
 		}
 	}
+	h.sortHides()
 	return nil
 }
 

@@ -1,6 +1,7 @@
 package hidden
 
 import (
+	"bytes"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -16,8 +17,10 @@ import (
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if benchTreeDir != "" {
-		os.RemoveAll(benchTreeDir)
+	for _, d := range []string{benchTreeDir, bench200kDir} {
+		if d != "" {
+			os.RemoveAll(d)
+		}
 	}
 	os.Exit(code)
 }
@@ -353,6 +356,113 @@ func BenchmarkGitLsFiles100k(b *testing.B) {
 	g := newGitOracle(b)
 	for b.Loop() {
 		g.run(b, dir, nil, "ls-files", "--others", "--ignored", "--directory", "--exclude-per-directory="+DefaultIgnoreFileName)
+	}
+}
+
+// The 200,000-file tree: 20 top-level directories, each 10×10×10
+// directories of 10 files (22,221 directories), with .gitignore files at
+// the root (one per rule set below) and in each top-level directory.
+var (
+	bench200kOnce sync.Once
+	bench200kDir  string
+	bench200kErr  error
+)
+
+func bench200k(b *testing.B) string {
+	b.Helper()
+	bench200kOnce.Do(func() {
+		bench200kDir, bench200kErr = os.MkdirTemp("", "corral-hidden-200k-")
+		if bench200kErr != nil {
+			return
+		}
+		bench200kErr = makeBench200k(bench200kDir)
+	})
+	require.NoError(b, bench200kErr)
+	return bench200kDir
+}
+
+func makeBench200k(root string) error {
+	files := []string{"a.go", "b.go", "c.go", "d_test.go", "e.md", "f.txt", "g.json", "keep.log", "h.log", "i.bak"}
+	dirNames := []string{"d0", "d1", "build", "d3", "tmp", "d5", "d6", "d7", "d8", "secret"}
+	var mk func(dir string, depth int) error
+	mk = func(dir string, depth int) error {
+		if depth == 4 {
+			for _, n := range files {
+				if err := os.WriteFile(filepath.Join(dir, n), nil, 0o644); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+		names := dirNames
+		if depth == 0 {
+			names = nil
+			for i := range 20 {
+				names = append(names, fmt.Sprintf("top%02d", i))
+			}
+		}
+		for _, n := range names {
+			d := filepath.Join(dir, n)
+			if err := os.Mkdir(d, 0o755); err != nil {
+				return err
+			}
+			if depth == 0 {
+				if err := os.WriteFile(filepath.Join(d, ".gitignore"), []byte("*.bak\n!d7/**/i.bak\n"), 0o644); err != nil {
+					return err
+				}
+			}
+			if err := mk(d, depth+1); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	return mk(root, 0)
+}
+
+// bench200kRules are the root .gitignore files the 200k benchmarks
+// compare under: ordinary rules, rules hiding most files one by one, and
+// a rule hiding most directories.
+var bench200kRules = []struct{ name, gitignore string }{
+	{"typical", benchRootIgnore},
+	{"most-files", "*.go\n*.md\n*.txt\n*.json\n*.log\n"},
+	{"most-dirs", "d*/\nbuild/\ntmp/\n"},
+}
+
+// BenchmarkComputeHidden200k is the hidden set of the 200k tree with
+// every built-in list (the .gitignore files as the gitignore list); its
+// yardstick is BenchmarkGitLsFiles200k, git's own walk over the same
+// rules.
+func BenchmarkComputeHidden200k(b *testing.B) {
+	dir := bench200k(b)
+	for _, r := range bench200kRules {
+		b.Run(r.name, func(b *testing.B) {
+			require.NoError(b, os.WriteFile(filepath.Join(dir, ".gitignore"), []byte(r.gitignore), 0o644))
+			var h *Set
+			for b.Loop() {
+				var err error
+				h, err = Compute(dir, Options{Lists: allLists})
+				require.NoError(b, err)
+			}
+			b.ReportMetric(float64(h.Len()), "hidden")
+		})
+	}
+}
+
+// BenchmarkGitLsFiles200k: `git ls-files --others --ignored
+// --exclude-standard` over the 200k tree and the same rules.
+func BenchmarkGitLsFiles200k(b *testing.B) {
+	dir := bench200k(b)
+	g := newGitOracle(b)
+	for _, r := range bench200kRules {
+		b.Run(r.name, func(b *testing.B) {
+			require.NoError(b, os.WriteFile(filepath.Join(dir, ".gitignore"), []byte(r.gitignore), 0o644))
+			var out []byte
+			for b.Loop() {
+				out = g.run(b, dir, nil, "ls-files", "-z", "--others", "--ignored", "--exclude-standard")
+			}
+			b.ReportMetric(float64(bytes.Count(out, []byte{0})), "ignored")
+		})
 	}
 }
 

@@ -66,10 +66,9 @@ func (h *Set) MarshalJSON() ([]byte, error) {
 		Options:        optionsJSON{IgnoreFileName: h.opts.IgnoreFileName, WriteDir: h.opts.WriteDir, Lists: lists},
 		IgnoreFiles:    filesJSON(h.ignores),
 		GitignoreFiles: filesJSON(h.gitignores),
-		Hides:          make([]hideJSON, 0, len(h.paths)),
+		Hides:          make([]hideJSON, 0, len(h.hides)),
 	}
-	for _, p := range h.paths {
-		e := h.hides[p]
+	for _, e := range h.hides {
 		out.Hides = append(out.Hides, hideJSON{Path: e.Path, Rule: e.Rule, Dir: e.Dir})
 	}
 	return json.Marshal(out)
@@ -137,9 +136,13 @@ func Unmarshal(data []byte) (*Set, error) {
 		if !canonical(e.Path) || e.Path == "." {
 			return nil, fmt.Errorf("decoding hidden set: %w: path %q", errdefs.ErrInvalidArgument, e.Path)
 		}
-		h.hides[e.Path] = Hide{Path: e.Path, Rule: e.Rule, Dir: e.Dir}
-		h.paths = append(h.paths, e.Path)
+		h.hides = append(h.hides, Hide{Path: e.Path, Rule: e.Rule, Dir: e.Dir})
 	}
-	sort.Strings(h.paths)
+	h.sortHides()
+	for i := 1; i < len(h.hides); i++ {
+		if h.hides[i].Path == h.hides[i-1].Path {
+			return nil, fmt.Errorf("decoding hidden set: %w: path %q listed twice", errdefs.ErrInvalidArgument, h.hides[i].Path)
+		}
+	}
 	return h, nil
 }

@@ -5,12 +5,14 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strings"
 	"testing"
 
 	"github.com/containerd/errdefs"
 	"github.com/corral-sandbox/corral/internal/names"
+	"github.com/corral-sandbox/corral/internal/rootfs"
 	"github.com/stretchr/testify/require"
 )
 
@@ -283,4 +285,66 @@ func TestComputeHiddenSecretsAndGitignoreByDefault(t *testing.T) {
 			require.NotContains(t, paths, p, "lists %v", tc.lists)
 		}
 	}
+}
+
+// TestComputeParallelSameAsSequential: the walk split between walkers
+// finds exactly what one walker finds.
+func TestComputeParallelSameAsSequential(t *testing.T) {
+	src := filepath.Join(runtime.GOROOT(), "src")
+	dirs := []string{t.TempDir()}
+	all := tree{}
+	for seed := uint64(0); seed < 40; seed++ {
+		for p, c := range randomTree(seed) {
+			all[fmt.Sprintf("r%02d/%s", seed%7, p)+fmt.Sprint(seed/7)] = c
+		}
+	}
+	all["r00/.env"] = "S"
+	all["r01/x/.gitignore"] = "*\n"
+	buildTree(t, dirs[0], all, "")
+	require.NoError(t, os.Link(filepath.Join(dirs[0], "r00", ".env"), filepath.Join(dirs[0], "r01", "hard")))
+	if _, err := os.Stat(src); err == nil {
+		dirs = append(dirs, src)
+	}
+	for _, dir := range dirs {
+		var want []Hide
+		for _, n := range []int{1, 2, 3, 8} {
+			h, err := newSet(Options{Lists: allLists})
+			require.NoError(t, err)
+			d, err := rootfs.OpenRoot(dir)
+			require.NoError(t, err)
+			require.NoError(t, h.walk(d, n))
+			d.Close()
+			if n == 1 {
+				want = h.Hides()
+				require.NotEmpty(t, want)
+				continue
+			}
+			require.Equal(t, want, h.Hides(), "%s with %d walkers", dir, n)
+		}
+	}
+}
+
+func TestComparePaths(t *testing.T) {
+	ordered := []string{"a", "a/b", "a/b/c", "a/x", "a b", "a-b", "a.b", "ab", "b"}
+	for i, a := range ordered {
+		for j, b := range ordered {
+			require.Equal(t, cmpInt(i, j), ComparePaths(a, b), "%q %q", a, b)
+		}
+	}
+	h := &Set{hides: []Hide{{Path: "a"}, {Path: "a/x", Rule: "r"}, {Path: "a-b"}}}
+	e, ok := h.Lookup("a/x")
+	require.True(t, ok)
+	require.Equal(t, "r", e.Rule)
+	_, ok = h.Lookup("a/b")
+	require.False(t, ok)
+}
+
+func cmpInt(a, b int) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
 }

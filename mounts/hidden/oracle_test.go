@@ -229,7 +229,7 @@ func oracleDiffOpts(t *testing.T, dir string, opts Options, paths, ghosts []stri
 	}
 
 	rulesOnly := *h
-	rulesOnly.hides = map[string]Hide{}
+	rulesOnly.hides = nil
 	for i, v := range []*View{NewView(dir, h), NewView(dir, &rulesOnly)} {
 		for _, p := range paths {
 			rule, hidden := v.Hidden(p)

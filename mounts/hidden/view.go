@@ -77,7 +77,7 @@ func (v *View) Hidden(p string) (rule string, hidden bool) {
 	if p == "." {
 		return "", false
 	}
-	if e, ok := v.h.hides[p]; ok {
+	if e, ok := v.h.Lookup(p); ok {
 		return e.Rule, true
 	}
 	st := v.h.stacksFor(".")
@@ -88,7 +88,7 @@ func (v *View) Hidden(p string) (rule string, hidden bool) {
 			continue
 		}
 		q := p[:i]
-		if e, ok := v.h.hides[q]; ok {
+		if e, ok := v.h.Lookup(q); ok {
 			return e.Rule, true
 		}
 		if rule, hidden := v.h.judge(q, fdir, typeDir, st); hidden {
@@ -257,7 +257,7 @@ func (v *View) Resolve(p string) (string, error) {
 // hiddenEntry reports whether cand, whose parent is visible, is hidden
 // itself.
 func (v *View) hiddenEntry(cand string, typ entryType) bool {
-	if _, ok := v.h.hides[cand]; ok {
+	if _, ok := v.h.Lookup(cand); ok {
 		return true
 	}
 	_, hidden := v.h.judgePath(cand, typ)
