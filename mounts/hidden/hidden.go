@@ -448,11 +448,14 @@ func (c chunks) len() int {
 }
 
 // breadthFirst visits the top of the tree level by level until the next
-// level holds at least want directories, and returns them (visible,
-// their entries not yet visited); nil when the whole tree was visited.
+// level holds at least want directories, or is maxLevels deep, and
+// returns it (visible directories, their entries not yet visited); nil
+// when the whole tree was visited. Its directories are opened by path
+// (rootfs.NoSymlinks), which the depth limit keeps below PATH_MAX.
 func (w *walker) breadthFirst(want int) ([]string, error) {
+	const maxLevels = 8 // × NAME_MAX (255) < PATH_MAX (4096)
 	level := []string{"."}
-	for len(level) > 0 && len(level) < want {
+	for depth := 0; len(level) > 0 && len(level) < want && depth < maxLevels; depth++ {
 		var next []string
 		for _, rel := range level {
 			d := w.root
