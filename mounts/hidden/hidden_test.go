@@ -31,7 +31,11 @@ var (
 	allLists    = names.Lists()
 )
 
-func TestComputeHiddenForced(t *testing.T) {
+// TestComputeHiddenNames: the name table's entries are hidden in every
+// spelling that folds onto them (case, full-width forms, trailing dots
+// and spaces), at any depth, and no repository ignore file re-includes
+// them; so is the write directory's .claims.
+func TestComputeHiddenNames(t *testing.T) {
 	dir := t.TempDir()
 	buildTree(t, dir, tree{
 		".openwikiignore":        "!openwiki/.claims\n!.git\n",
