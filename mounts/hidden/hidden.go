@@ -89,13 +89,16 @@ type Set struct {
 // Compute walks the repository at root once and returns its hidden set.
 // A path is hidden, with the first rule that applies:
 //
-//   - by the name table (names.HiddenEntry, compared folded): ".git" at
-//     any depth, file or directory, and the entries of opts.Lists;
+//   - as ".git" at any depth, file or directory (the name table,
+//     compared folded);
 //   - as the write directory's ".claims" (compared folded);
 //   - by the IgnoreFileName files, git's semantics, nested files
-//     included; then, with names.Gitignore, by the .gitignore files. Each
-//     set is judged on its own, so a negation ("!x") in one never
-//     re-includes what the other hides;
+//     included;
+//   - by the name table's entries of opts.Lists (names.HiddenEntry,
+//     compared folded);
+//   - with names.Gitignore, by the .gitignore files. Each rule set is
+//     judged on its own, so a negation ("!x") in one never re-includes
+//     what another hides;
 //   - as a symbolic link whose target leaves the repository (SymlinkRule):
 //     the kernel resolves it below the root (openat2 RESOLVE_BENEATH)
 //     and refuses the escape;
@@ -326,9 +329,11 @@ type stacks struct{ own, git ignore.Stack }
 
 // judge decides p (canonical, not ".") of the given type alone, its
 // ancestors assumed visible; fdir holds the folded components of p's
-// directory and st the ignore files that apply there. The name table
-// first (.git, the lists), then the write directory's .claims, then the
-// ignore files, then the .gitignore files.
+// directory and st the ignore files that apply there. The first rule
+// that hides p names it: .git, the write directory's .claims, the
+// IgnoreFileName files (the line the repository's author wrote for
+// corral), the profile's lists, the .gitignore files. Each hides on its
+// own: no rule re-includes what another hides.
 //
 // Ignore files follow git, for which a symlink is never a directory
 // ("d/" does not match a link d). The table's directory entries do match
@@ -336,7 +341,7 @@ type stacks struct{ own, git ignore.Stack }
 // ".claude/settings.json" through it.
 func (h *Set) judge(p string, fdir []string, typ entryType, st stacks) (rule string, hidden bool) {
 	name := names.Fold(p[strings.LastIndexByte(p, '/')+1:])
-	if rule, hidden := names.HiddenEntry(fdir, name, typ != typeFile, h.opts.Lists...); hidden {
+	if rule, hidden := names.HiddenEntry(fdir, name, typ != typeFile); hidden {
 		return rule, true
 	}
 	if len(fdir) == len(h.claimsFold)-1 && name == h.claimsFold[len(fdir)] && slices.Equal(fdir, h.claimsFold[:len(fdir)]) {
@@ -344,6 +349,11 @@ func (h *Set) judge(p string, fdir []string, typ entryType, st stacks) (rule str
 	}
 	if rule, hidden := st.own.Match(p, typ == typeDir); hidden {
 		return rule, true
+	}
+	if len(h.opts.Lists) > 0 {
+		if rule, hidden := names.HiddenEntry(fdir, name, typ != typeFile, h.opts.Lists...); hidden {
+			return rule, true
+		}
 	}
 	return st.git.Match(p, typ == typeDir)
 }

@@ -348,3 +348,30 @@ func cmpInt(a, b int) int {
 	}
 	return 0
 }
+
+// TestComputeHiddenIgnoreFileRuleFirst: a path hidden both by the
+// repository's IgnoreFileName file and by a built-in list is reported
+// with the line its author wrote (what `corral check --explain` and a
+// refusal name), the built-in list only where no such line hides it.
+func TestComputeHiddenIgnoreFileRuleFirst(t *testing.T) {
+	dir := t.TempDir()
+	buildTree(t, dir, tree{
+		".openwikiignore": ".env\nCLAUDE.md\n",
+		".env":            "TOKEN=1",
+		"CLAUDE.md":       "",
+		"sub/.env":        "TOKEN=2",
+		"sub/CLAUDE.md":   "",
+		".npmrc":          "",
+	}, "")
+	h, err := Compute(dir, Options{Lists: allLists})
+	require.NoError(t, err)
+	got := map[string]string{}
+	for _, hd := range h.Hides() {
+		got[hd.Path] = hd.Rule
+	}
+	require.Equal(t, ".openwikiignore:1 hides .env", got[".env"])
+	require.Equal(t, ".openwikiignore:2 hides CLAUDE.md", got["CLAUDE.md"])
+	require.Equal(t, ".openwikiignore:1 hides sub/.env", got["sub/.env"])
+	require.Equal(t, ".openwikiignore:2 hides sub/CLAUDE.md", got["sub/CLAUDE.md"])
+	require.Equal(t, "built-in secrets list: .npmrc (registry credentials)", got[".npmrc"])
+}
