@@ -19,6 +19,7 @@ var configFlags = map[string]string{
 	"image":                   config.KeyImage,
 	"log-level":               config.KeyLogLevel,
 	"allow-foreign-namespace": config.KeyAllowForeignNamespace,
+	"daemon":                  config.KeyDaemonSocket, // the daemon client's --daemon SOCKET, where it exists
 }
 
 // addConfigFlags adds the flags of the configuration itself: the file,

@@ -100,14 +100,15 @@ type Inputs struct {
 }
 
 // env lists the environment variables of each key, first match wins.
-// CONTAINERD_ADDRESS is containerd's own variable (ctr reads it too).
+// CONTAINERD_ADDRESS is containerd's own variable (ctr reads it too);
+// CORRAL_DAEMON is the daemon client's name for the socket.
 var env = map[string][]string{
 	KeyAddress:               {"CORRAL_ADDRESS", "CONTAINERD_ADDRESS"},
 	KeyNamespace:             {"CORRAL_NAMESPACE"},
 	KeyStateDir:              {"CORRAL_STATE_DIR"},
 	KeyRuntime:               {"CORRAL_RUNTIME"},
 	KeyImage:                 {"CORRAL_IMAGE"},
-	KeyDaemonSocket:          {"CORRAL_DAEMON_SOCKET"},
+	KeyDaemonSocket:          {"CORRAL_DAEMON_SOCKET", "CORRAL_DAEMON"},
 	KeyLogLevel:              {"CORRAL_LOG_LEVEL"},
 	KeyAllowForeignNamespace: {"CORRAL_ALLOW_FOREIGN_NAMESPACE"},
 }
