@@ -34,6 +34,7 @@ import (
 	"github.com/corral-sandbox/corral/sandbox"
 	"github.com/stretchr/testify/require"
 	"go.yaml.in/yaml/v3"
+	"golang.org/x/sys/unix"
 )
 
 // TestCases runs the table under each runtime: TestCases/<runtime>/<id>.
@@ -404,8 +405,9 @@ func applyRuntime(data []byte, runtime string) ([]byte, error) {
 var errnoWord = regexp.MustCompile(`\bE[A-Z0-9]+\b`)
 
 // replaceErrnos replaces, in every scalar below n, each errno name that
-// errnos maps: the override "errnos: {EROFS: EACCES}" says the runtime
-// answers EACCES wherever the case expects EROFS.
+// errnos maps, and its message as a C program prints it (strerror:
+// "Read-only file system"): the override "errnos: {EROFS: EACCES}" says
+// the runtime answers EACCES wherever the case expects EROFS.
 func replaceErrnos(n *yaml.Node, errnos map[string]string) {
 	if n.Kind == yaml.ScalarNode {
 		n.Value = errnoWord.ReplaceAllStringFunc(n.Value, func(w string) string {
@@ -414,11 +416,28 @@ func replaceErrnos(n *yaml.Node, errnos map[string]string) {
 			}
 			return w
 		})
+		for from, to := range errnos {
+			if f, t := strerror(from), strerror(to); f != "" && t != "" {
+				n.Value = strings.ReplaceAll(n.Value, f, t)
+			}
+		}
 		return
 	}
 	for _, c := range n.Content {
 		replaceErrnos(c, errnos)
 	}
+}
+
+// strerror is the C library's message for the errno named name
+// ("Read-only file system" for EROFS); "" for an unknown name.
+func strerror(name string) string {
+	for e := unix.Errno(1); e < 256; e++ {
+		if unix.ErrnoName(e) == name {
+			msg := e.Error()
+			return strings.ToUpper(msg[:1]) + msg[1:]
+		}
+	}
+	return ""
 }
 
 // expandAliases returns a deep copy of n with every alias replaced by a
@@ -873,7 +892,7 @@ func (h *harness) changes(key string, want changesWant) {
 func TestApplyRuntime(t *testing.T) {
 	in := []byte(`A-01:
   ops: [&ro {kernel: EROFS}]
-  box: [{argv: [x], out: "EROFS\n"}]
+  box: [{argv: [x], out: "EROFS\n"}, {argv: [y], out: "cp: Read-only file system"}]
   runtimes: {runsc: {errnos: {EROFS: EACCES}, noexec: [a]}}
 B-01:
   ops: [*ro]
@@ -883,7 +902,7 @@ B-01:
 	require.NoError(t, err)
 	require.NoError(t, yaml.Unmarshal(out, &got))
 	require.Equal(t, map[string]map[string]any{
-		"A-01": {"ops": []any{map[string]any{"kernel": "EACCES"}}, "box": []any{map[string]any{"argv": []any{"x"}, "out": "EACCES\n"}}, "noexec": []any{"a"}},
+		"A-01": {"ops": []any{map[string]any{"kernel": "EACCES"}}, "box": []any{map[string]any{"argv": []any{"x"}, "out": "EACCES\n"}, map[string]any{"argv": []any{"y"}, "out": "cp: Permission denied"}}, "noexec": []any{"a"}},
 		"B-01": {"ops": []any{map[string]any{"kernel": "EROFS"}}},
 	}, got)
 	out, err = applyRuntime(in, "runc")
