@@ -258,6 +258,7 @@ func (s *Session) refill() {
 // for the exit, the timeout, the output cap or ctx.
 func (s *Session) start(ctx context.Context, c *container, req initctl.Request, stdout, stderr io.Writer) (*Result, error) {
 	lim := s.limits
+	req.DeadlineMS = (lim.Timeout + InitGrace).Milliseconds()
 	data, err := initctl.Encode(req)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", errdefs.ErrInvalidArgument, err)
@@ -349,3 +350,9 @@ func cgroupCounter(ns, id, controller, v1File, v2File, key string) int64 {
 }
 
 var errClosed = errors.New("session is closed")
+
+// InitGrace is how long after the profile's timeout corral-init kills
+// every process of the container itself (initctl.Request.DeadlineMS): the
+// supervisor's kill at the timeout normally comes first and reports it;
+// corral-init's holds when the supervisor is gone.
+const InitGrace = 2 * time.Second
