@@ -27,7 +27,7 @@ func TestCrashSupervisorChild(t *testing.T) {
 	s, err := e.NewSession(context.Background(), sandbox.SessionConfig{Repo: repo, Profile: docsProfile(t)})
 	require.NoError(t, err)
 	fmt.Println("session", s.ID)
-	_, _ = s.ExecWithoutPolicy(context.Background(), []string{"probe", "sleep", "120s"}, os.Stdout, os.Stderr)
+	_, _ = testutil.ExecWithoutPolicy(context.Background(), s, []string{"probe", "sleep", "120s"}, os.Stdout, os.Stderr)
 	t.Fatal("the parent should have killed this process")
 }
 

@@ -7,6 +7,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,6 +17,7 @@ import (
 	"time"
 
 	containerd "github.com/containerd/containerd/v2/client"
+	"github.com/corral-sandbox/corral/internal/testhook"
 	"github.com/corral-sandbox/corral/sandbox"
 )
 
@@ -295,4 +297,13 @@ func Snapshot(t testing.TB, dir string) map[string]string {
 		t.Fatal(err)
 	}
 	return out
+}
+
+// ExecWithoutPolicy runs argv in s with no allowlist check (the test-only
+// seam internal/testhook): for the hostile cases' in_box steps, which
+// test what the kernel enforces where the policy has a hole.
+func ExecWithoutPolicy(ctx context.Context, s *sandbox.Session, argv []string, stdout, stderr io.Writer) (*sandbox.Result, error) {
+	r, err := testhook.ExecWithoutPolicy(ctx, s, argv, stdout, stderr)
+	res, _ := r.(*sandbox.Result)
+	return res, err
 }

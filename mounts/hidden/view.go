@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 
 	"golang.org/x/sys/unix"
 
@@ -18,7 +17,8 @@ const maxSymlinks = 40
 
 // View is the repository as the container sees it: the repository at
 // root minus a Set. It implements allowlist.View. Like the set, it
-// reads ignore files only once, when the set is computed.
+// reads ignore files only once, when the set is computed. It is
+// immutable once made: safe for concurrent use.
 type View struct {
 	root string
 	h    *Set
@@ -26,35 +26,37 @@ type View struct {
 	// overlays maps a repository-relative directory to the host path of
 	// what the container sees there instead (the session's merged write
 	// area), so that links the agent made there resolve as in the
-	// container. Set once by Overlay after the mounts exist.
-	mu       sync.RWMutex
+	// container.
 	overlays map[string]string
 }
 
 var _ allowlist.View = (*View)(nil)
 
-// NewView returns the view of the repository at root (the one h was
-// computed from) without the paths in h.
-func NewView(root string, h *Set) *View {
-	return &View{root: root, h: h}
+// Overlay is a directory of the view that the container sees elsewhere:
+// Dir (canonical, repository-relative) is read from HostDir instead of
+// the repository. A session's write area is one: the agent can create
+// symlinks there that the repository does not have.
+type Overlay struct {
+	Dir, HostDir string
 }
 
-// Overlay makes Resolve read the directory rel (canonical,
-// repository-relative) from hostDir instead of the repository: the
-// session's merged write area, where the agent can create symlinks that
-// the repository does not have.
-func (v *View) Overlay(rel, hostDir string) {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	if v.overlays == nil {
-		v.overlays = map[string]string{}
+// NewView returns the view of the repository at root (the one h was
+// computed from) without the paths in h, reading each overlay's
+// directory from its host directory. The overlays are fixed here, from
+// the session's layout paths, before anything is mounted: Resolve fails
+// on a path below an overlay whose host directory does not exist.
+func NewView(root string, h *Set, overlays ...Overlay) *View {
+	v := &View{root: root, h: h}
+	for _, o := range overlays {
+		if v.overlays == nil {
+			v.overlays = map[string]string{}
+		}
+		v.overlays[o.Dir] = o.HostDir
 	}
-	v.overlays[rel] = hostDir
+	return v
 }
 
 func (v *View) overlayFor(rel string) (string, bool) {
-	v.mu.RLock()
-	defer v.mu.RUnlock()
 	d, ok := v.overlays[rel]
 	return d, ok
 }
