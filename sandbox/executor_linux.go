@@ -233,13 +233,13 @@ type runtimeParts struct {
 // runtime connects if needed and resolves the image (building the
 // default one on first use) and corral-init, once per executor.
 func (e *Executor) runtime(ctx context.Context) (runtimeParts, error) {
-	init, err := e.initBinary()
-	if err != nil {
-		return runtimeParts{}, err
-	}
 	e.connMu.Lock()
 	defer e.connMu.Unlock()
 	client, err := e.connectLocked(ctx)
+	if err != nil {
+		return runtimeParts{}, err
+	}
+	init, err := e.initBinary()
 	if err != nil {
 		return runtimeParts{}, err
 	}

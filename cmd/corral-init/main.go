@@ -97,12 +97,14 @@ var toolPid atomic.Int64
 // case in a corral container) corral-init kills only the tool.
 func holdDeadline(d time.Duration) {
 	time.AfterFunc(d, func() {
+		// The message first: once the tool is dead, supervise may exit.
+		os.Stderr.WriteString("corral-init: deadline of " + d.String() + " passed: every process of the container was killed\n")
 		if os.Getpid() == 1 {
 			_ = syscall.Kill(-1, syscall.SIGKILL)
 		} else if pid := toolPid.Load(); pid > 0 {
 			_ = syscall.Kill(int(pid), syscall.SIGKILL)
 		}
-		fail(exitDeadline, "deadline of "+d.String()+" passed: every process of the container was killed")
+		os.Exit(exitDeadline)
 	})
 }
 
