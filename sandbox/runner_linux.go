@@ -9,9 +9,9 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
-	"slices"
 	"sync"
 	"syscall"
 	"time"
@@ -376,6 +376,7 @@ func (r *runner) wait(ctx context.Context, c *container, argv []string, stdout, 
 	}
 	return res, nil
 }
+
 // cgroupCounter reads one counter of the container's cgroup from the host:
 // v1 file under /sys/fs/cgroup/<controller>/<ns>/<id>/, or the v2 file
 // under /sys/fs/cgroup/<ns>/<id>/. Lines are "key value". Missing files
@@ -400,7 +401,6 @@ func cgroupCounter(ns, id, controller, v1File, v2File, key string) int64 {
 	}
 	return 0
 }
-
 
 // InitGrace is how long after the profile's timeout corral-init kills
 // every process of the container itself (initctl.Request.DeadlineMS): the

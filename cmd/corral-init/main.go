@@ -165,4 +165,3 @@ func start(argv []string) int {
 func readFile(p string) ([]byte, error) {
 	return rootfs.ReadFileInRoot(filepath.Dir(p), filepath.Base(p), rootfs.NoSymlinks, initctl.MaxBytes)
 }
-
