@@ -67,6 +67,30 @@ type Executor struct {
 
 	initOnce sync.Mutex
 	init     string // see initBinary
+
+	// swept is what the sweeps at start (New, Connect) removed, until
+	// GC or Prune reports it.
+	sweptMu sync.Mutex
+	swept   GCReport
+}
+
+// noteSwept keeps r for the next GC or Prune report.
+func (e *Executor) noteSwept(r *GCReport) {
+	if r == nil {
+		return
+	}
+	e.sweptMu.Lock()
+	e.swept.add(r)
+	e.sweptMu.Unlock()
+}
+
+// takeSwept returns what the sweeps at start removed, once.
+func (e *Executor) takeSwept() GCReport {
+	e.sweptMu.Lock()
+	defer e.sweptMu.Unlock()
+	r := e.swept
+	e.swept = GCReport{}
+	return r
 }
 
 // privateAddress is where hack/setup.sh starts a private containerd.
@@ -124,7 +148,9 @@ func New(ctx context.Context, cfg Config) (*Executor, error) {
 		return nil, fmt.Errorf("opening the audit log: %w", err)
 	}
 	e := &Executor{cfg: cfg, audit: log, warm: make(warmCap, cfg.MaxWarm)}
-	if _, err := e.Sweep(ctx); err != nil {
+	r, err := e.Sweep(ctx)
+	e.noteSwept(r)
+	if err != nil {
 		fmt.Fprintf(cfg.Log, "corral: sweeping the state directory: %v\n", oneLine(err))
 	}
 	return e, nil
@@ -172,7 +198,9 @@ func (e *Executor) connectLocked(ctx context.Context) (*containerd.Client, error
 		return nil, unavailable(err)
 	}
 	e.client = client
-	if _, err := e.sweepContainers(ctx, false); err != nil {
+	r, err := e.sweepContainers(ctx, false)
+	e.noteSwept(r)
+	if err != nil {
 		fmt.Fprintf(cfg.Log, "corral: sweeping containers of dead corral processes: %v\n", oneLine(err))
 	}
 	return client, nil

@@ -105,7 +105,8 @@ func overdue(labels map[string]string, force bool, now time.Time) bool {
 	return false
 }
 
-// GC removes what crashed corral processes of this state directory left
+// GC removes (and reports, with what the sweeps when this executor
+// started removed) what crashed corral processes of this state directory left
 // behind: in containerd (SweepContainers: containers, their tasks and
 // snapshots, leases, FIFO directories) and on the host (Sweep: host
 // mounts found with mountinfo, ephemeral and half-made session
@@ -114,6 +115,12 @@ func overdue(labels map[string]string, force bool, now time.Time) bool {
 // force is set: then everything goes, persistent sessions included.
 func (e *Executor) GC(ctx context.Context, force bool) (*GCReport, error) {
 	rep := &GCReport{}
+	defer func() {
+		// What this process's own start swept is part of the report.
+		swept := e.takeSwept()
+		swept.add(rep)
+		*rep = swept
+	}()
 	var errs []error
 	if _, err := e.Connect(ctx); err != nil {
 		errs = append(errs, err)

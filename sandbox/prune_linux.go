@@ -41,12 +41,13 @@ func (e *Executor) patchesDir() string { return filepath.Join(e.cfg.StateDir, "p
 // container an expired session left is reaped by the next container
 // sweep). Every New prunes (Sweep); a long-lived owner also calls it on a
 // timer.
+//
+// The report includes what this executor's own start pruned.
 func (e *Executor) Prune(ctx context.Context) ([]Ended, error) {
 	rep, err := e.sweepSessions(ctx, false)
-	if rep.Pruned == nil {
-		rep.Pruned = []Ended{}
-	}
-	return rep.Pruned, err
+	swept := e.takeSwept()
+	pruned := append(append([]Ended{}, swept.Pruned...), rep.Pruned...)
+	return pruned, err
 }
 
 // EndSession removes the persistent session id like RemoveSession, but

@@ -307,3 +307,27 @@ func ExecWithoutPolicy(ctx context.Context, s *sandbox.Session, argv []string, s
 	res, _ := r.(*sandbox.Result)
 	return res, err
 }
+
+// BuildTestImageOn builds the test image (the default tools plus busybox
+// and the probe) into the containerd of e: for a test that starts a
+// containerd of its own.
+func BuildTestImageOn(e *sandbox.Executor) error {
+	if err := BuildCorral(); err != nil {
+		return err
+	}
+	spec := sandbox.DefaultImageSpec()
+	spec.Ref = TestImageRef
+	spec.Files["/usr/bin/corral"] = CorralPath()
+	busybox, err := exec.LookPath("busybox")
+	if err != nil {
+		return err
+	}
+	spec.Files["/usr/bin/busybox"] = busybox
+	spec.Files["/usr/bin/probe"] = ProbePath()
+	client, err := e.Connect(context.Background())
+	if err != nil {
+		return err
+	}
+	_, err = sandbox.BuildImage(e.Context(context.Background()), client, spec)
+	return err
+}
