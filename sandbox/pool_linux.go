@@ -126,8 +126,16 @@ func (p *pool) drain() {
 	}
 }
 
-// close stops refilling, waits for a refill in progress and destroys
-// what is ready.
+// stop stops refilling for good and destroys what is ready; a refill in
+// progress destroys what it makes.
+func (p *pool) stop() {
+	p.mu.Lock()
+	p.closed = true
+	p.mu.Unlock()
+	p.drain()
+}
+
+// close is stop, after waiting for a refill in progress.
 func (p *pool) close() {
 	p.mu.Lock()
 	p.closed = true

@@ -277,7 +277,7 @@ func (s *Session) fail(err error) {
 	}
 	s.mu.Unlock()
 	s.runner.stop(err)
-	s.pool.drain()
+	s.pool.stop()
 	_ = s.auditOutcome("the session failed closed", refusalEvent("repository", err))
 }
 
