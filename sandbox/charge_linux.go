@@ -45,7 +45,7 @@ func (s *Session) CallChanges() (cs *changeset.Set, introduced []changeset.Probl
 // charge records now as the charged violations and returns those of now
 // that were not charged before.
 func (s *Session) charge(now []changeset.Problem) ([]changeset.Problem, error) {
-	if s.store.record.Ephemeral {
+	if s.record.Ephemeral {
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		introduced := newViolations(s.charged, now)

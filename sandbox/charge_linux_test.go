@@ -18,7 +18,7 @@ func TestChargeBlamesTheCallThatMadeAViolation(t *testing.T) {
 	// Two sessions over one store: two corral processes.
 	a := &Session{store: &store{dir: dir}}
 	b := &Session{store: &store{dir: dir}}
-	one := &Session{store: &store{record: SessionRecord{Ephemeral: true}}}
+	one := &Session{record: SessionRecord{Ephemeral: true}}
 
 	for _, step := range []struct {
 		s         *Session

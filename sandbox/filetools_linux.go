@@ -253,6 +253,10 @@ func (s *Session) Write(ctx context.Context, unsafePath string, content []byte, 
 			return nil, err
 		}
 	}
+	// The store's lock below needs the store.
+	if err := s.ready(); err != nil {
+		return nil, err
+	}
 	unlock, err := s.lockWrites()
 	if err != nil {
 		return nil, err
@@ -294,6 +298,10 @@ func (s *Session) Edit(ctx context.Context, unsafePath, oldText, newText, expect
 		}
 	}
 	if err := checkSHA256(expectedSHA256); err != nil {
+		return nil, err
+	}
+	// The store's lock below needs the store.
+	if err := s.ready(); err != nil {
 		return nil, err
 	}
 	unlock, err := s.lockWrites()

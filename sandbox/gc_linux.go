@@ -155,7 +155,7 @@ func (e *Executor) sweepContainers(ctx context.Context, force bool) (*GCReport, 
 		return rep, e.wrapContainerd("listing containers", err)
 	}
 	now := time.Now()
-	live := map[string]bool{}
+	live, reaped := map[string]bool{}, map[string]bool{}
 	var errs []error
 	for _, c := range cs {
 		labels, err := c.Labels(ctx)
@@ -169,6 +169,7 @@ func (e *Executor) sweepContainers(ctx context.Context, force bool) (*GCReport, 
 			continue
 		}
 		rep.Containers = append(rep.Containers, c.ID())
+		reaped[c.ID()] = true
 	}
 	ls, err := e.client.LeasesService().List(ctx, filter)
 	if err != nil {
@@ -184,29 +185,33 @@ func (e *Executor) sweepContainers(ctx context.Context, force bool) (*GCReport, 
 		}
 		rep.Leases = append(rep.Leases, l.ID)
 	}
-	rep.FIFODirs = e.sweepFIFOs(live)
+	rep.FIFODirs = e.sweepFIFOs(live, reaped, now)
 	return rep, errors.Join(errs...)
 }
 
 // sweepFIFOs removes the FIFO directories (cio.WithFIFODir: one per task,
-// its files named <container id>-stdout and so on) of containers not in
-// live. A directory being made right now (empty) is left alone.
-func (e *Executor) sweepFIFOs(live map[string]bool) []string {
+// its files named <container id>-stdout and so on) of the containers just
+// reaped, and those of no listed container once a minute old (younger, it
+// may be a task another process is creating right now).
+func (e *Executor) sweepFIFOs(live, reaped map[string]bool, now time.Time) []string {
 	dirs, _ := os.ReadDir(e.fifoDir())
 	var removed []string
 	for _, d := range dirs {
 		p := filepath.Join(e.fifoDir(), d.Name())
 		files, err := os.ReadDir(p)
-		if err != nil || len(files) == 0 {
+		if err != nil {
 			continue
 		}
-		owned := false
+		mine, owned := false, false
 		for _, f := range files {
-			if id, _, ok := strings.Cut(f.Name(), "-std"); ok && live[id] {
-				owned = true
+			if id, _, ok := strings.Cut(f.Name(), "-std"); ok {
+				mine = mine || reaped[id]
+				owned = owned || live[id]
 			}
 		}
-		if owned {
+		st, err := os.Lstat(p)
+		old := err == nil && now.Sub(st.ModTime()) > time.Minute
+		if owned || !(mine || old) {
 			continue
 		}
 		if err := os.RemoveAll(p); err == nil {

@@ -155,6 +155,10 @@ func (r *runner) newID() (string, error) {
 	return "corral-" + r.session + "-" + hex.EncodeToString(b[:]), nil
 }
 
+// setLayout gives the runner the session's layout, once, before its
+// first container.
+func (r *runner) setLayout(l *mounts.Layout) { r.layout = l }
+
 // planFor returns the plan of the container id.
 func (r *runner) planFor(id, init string) containerPlan {
 	return containerPlan{

@@ -31,13 +31,23 @@ type Session struct {
 	ID string
 
 	exec   *Executor
-	store  *store
-	layout *mounts.Layout
+	record SessionRecord
 	runner *runner
 	pool   *pool
+
+	// readyMu guards the parts made on the session's first need (ready):
+	// the store and the layout of an ephemeral session (a persistent one
+	// has them from its creation), and the watch.
+	readyMu sync.Mutex
+	// store is the session's directory, held open by this process.
+	store *store
+	// layout is the host mounts, attached once, never changed after.
+	layout *mounts.Layout
 	// watch is the repository watch of a long-lived owner (not Cold);
 	// nil in a one-call process, whose check is the rescan at open.
 	watch *watcher
+	// pending are the store's files of an ephemeral session not made yet.
+	pending []storeFile
 
 	// calls is held shared by every call until its container has exited,
 	// and exclusively by Changes: the write area is never read while a
@@ -61,8 +71,10 @@ type Session struct {
 var errClosed = fmt.Errorf("session is closed: %w", errdefs.ErrFailedPrecondition)
 
 // NewSession creates an ephemeral session: the lifecycle of
-// CreateSession, removed (containers, mounts, state) by Close. See
-// CreateSession for the errors.
+// CreateSession, except that its store and mounts are made at its first
+// call (so a session whose calls are all refused leaves no trace), and
+// that Close removes it (containers, mounts, state). See CreateSession
+// for the errors.
 func (e *Executor) NewSession(ctx context.Context, cfg SessionConfig) (*Session, error) {
 	return e.create(ctx, cfg, "", true)
 }
@@ -126,7 +138,13 @@ func (e *Executor) create(ctx context.Context, cfg SessionConfig, profileSource 
 	if err != nil {
 		return nil, fmt.Errorf("recording the hidden set: %w", err)
 	}
-	st, err := createStore(e.sessionsDir(), rec, []storeFile{{profileFile, prof}, {hiddenFile, hs}})
+	files := []storeFile{{profileFile, prof}, {hiddenFile, hs}}
+	if ephemeral {
+		// Made on the first call (ready): a session whose calls are all
+		// refused leaves no trace.
+		return e.open(p, rec, nil, nil, files)
+	}
+	st, err := createStore(e.sessionsDir(), rec, files)
 	if err != nil {
 		return nil, err
 	}
@@ -140,7 +158,7 @@ func (e *Executor) create(ctx context.Context, cfg SessionConfig, profileSource 
 	if err != nil {
 		return nil, err
 	}
-	return e.open(p, st, l)
+	return e.open(p, rec, st, l, nil)
 }
 
 // OpenOption adjusts OpenSession.
@@ -229,7 +247,7 @@ func (e *Executor) OpenSession(ctx context.Context, id string, opts ...OpenOptio
 	if err != nil {
 		return nil, err
 	}
-	s, err := e.open(p, st, l)
+	s, err := e.open(p, st.record, st, l, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -239,31 +257,74 @@ func (e *Executor) OpenSession(ctx context.Context, id string, opts ...OpenOptio
 	return s, nil
 }
 
-// open assembles a session of the executor from its parts; the layout is
-// attached. A long-lived owner (not Cold) starts the repository watch and
-// fills the pool.
-func (e *Executor) open(p *Policy, st *store, l *mounts.Layout) (*Session, error) {
+// open assembles a session of the executor from its parts. A persistent
+// session comes with its store and attached layout; an ephemeral one gets
+// them, from files, on its first need (ready).
+func (e *Executor) open(p *Policy, rec SessionRecord, st *store, l *mounts.Layout, files []storeFile) (*Session, error) {
 	sc, err := seccomp.LoadDefault()
 	if err != nil {
 		return nil, err
 	}
-	id := st.record.ID
-	s := &Session{Policy: p, ID: id, exec: e, store: st, layout: l, runner: newRunner(e, id, p, sc, l)}
+	s := &Session{Policy: p, ID: rec.ID, exec: e, record: rec, store: st, layout: l, pending: files, runner: newRunner(e, rec.ID, p, sc, l)}
 	depth := p.Profile.Depth()
 	if e.cfg.Cold {
 		depth = 0
 	}
 	s.pool = &pool{depth: depth, cap: e.warm, create: s.runner.create, destroy: s.runner.destroy}
-	if !e.cfg.Cold {
-		w, err := newWatcher(p.Repo, p.hidden, st.dir, s.fail)
-		if err != nil {
-			// Without inotify every call rescans (checkRepo).
-			fmt.Fprintf(e.cfg.Log, "corral: %v; every call of session %s rescans the repository instead\n", err, id)
-		}
-		s.watch = w
-		s.pool.refill()
+	if st != nil {
+		s.startWatch()
 	}
 	return s, nil
+}
+
+// ready makes what the session's first need needs: the store and the
+// layout of an ephemeral session, and the watch. It is called by every
+// call and by Changes; later calls find everything made.
+func (s *Session) ready() error {
+	s.readyMu.Lock()
+	defer s.readyMu.Unlock()
+	if s.layout != nil {
+		return nil
+	}
+	st, err := createStore(s.exec.sessionsDir(), s.record, s.pending)
+	if err != nil {
+		return err
+	}
+	l, err := st.attach(s.plan, s.hidden)
+	if err != nil {
+		st.release()
+		_ = removeSessionDir(st.dir)
+		return err
+	}
+	s.store, s.layout, s.pending = st, l, nil
+	s.runner.setLayout(l)
+	s.startWatch()
+	return nil
+}
+
+// startWatch starts the repository watch of a long-lived owner (not
+// Cold). Where inotify is not available every call rescans instead.
+func (s *Session) startWatch() {
+	e := s.exec
+	if e.cfg.Cold {
+		return
+	}
+	w, err := newWatcher(s.Repo, s.hidden, s.store.dir, s.fail)
+	if err != nil {
+		fmt.Fprintf(e.cfg.Log, "corral: %v; every call of session %s rescans the repository instead\n", err, s.ID)
+	}
+	s.watch = w
+}
+
+// Warm starts creating the session's containers ahead of its calls now
+// rather than after the first call (a long-lived owner that expects
+// calls). It makes the session's store and layout if they are not made.
+func (s *Session) Warm() error {
+	if err := s.ready(); err != nil {
+		return err
+	}
+	s.pool.refill()
+	return nil
 }
 
 // fail fails the session closed with err: every later call returns err,
@@ -374,6 +435,12 @@ func (s *Session) call(ctx context.Context, req initctl.Request, stdout, stderr 
 	// Held until the container has exited: Changes waits for it.
 	s.calls.RLock()
 	defer s.calls.RUnlock()
+	if err := s.Err(); err != nil {
+		return nil, err
+	}
+	if err := s.ready(); err != nil {
+		return nil, err
+	}
 	if err := s.checkRepo(); err != nil {
 		return nil, err
 	}
@@ -412,7 +479,14 @@ func (s *Session) Changes() (*changeset.Set, error) {
 	if closed {
 		return nil, errClosed
 	}
-	cs, err := collect(s.Policy, s.layout)
+	s.readyMu.Lock()
+	l := s.layout
+	s.readyMu.Unlock()
+	if l == nil {
+		// An ephemeral session no call ran in has written nothing.
+		return &changeset.Set{}, nil
+	}
+	cs, err := collect(s.Policy, l)
 	if err != nil {
 		return nil, err
 	}
@@ -461,7 +535,7 @@ func collect(p *Policy, l *mounts.Layout) (*changeset.Set, error) {
 
 // Record returns the session's record.
 func (s *Session) Record() *SessionRecord {
-	r := s.store.record
+	r := s.record
 	return &r
 }
 
@@ -486,17 +560,22 @@ func (s *Session) Close() error {
 	}
 	s.closed = true
 	s.mu.Unlock()
+	s.pool.stop()
+	// No call can start now; wait for the running ones and their
+	// clean-up (calls before readyMu: the lock order).
+	s.calls.Lock()
+	defer s.calls.Unlock()
+	s.bg.Wait()
+	s.readyMu.Lock()
+	defer s.readyMu.Unlock()
 	if s.watch != nil {
 		s.watch.close()
 	}
-	s.pool.close()
-	// No call can start now; wait for the running ones and their
-	// clean-up.
-	s.calls.Lock()
-	s.bg.Wait()
-	s.calls.Unlock()
-	s.pool.close() // what a clean-up refilled meanwhile
-	if !s.store.record.Ephemeral {
+	s.pool.close() // waits for a refill in progress
+	if s.store == nil {
+		return nil // ephemeral, no call ran: nothing was made
+	}
+	if !s.record.Ephemeral {
 		s.store.release()
 		return nil
 	}

@@ -3,6 +3,7 @@ package hidden
 import (
 	"errors"
 	"fmt"
+	"path/filepath"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -43,8 +44,9 @@ type Overlay struct {
 // NewView returns the view of the repository at root (the one h was
 // computed from) without the paths in h, reading each overlay's
 // directory from its host directory. The overlays are fixed here, from
-// the session's layout paths, before anything is mounted: Resolve fails
-// on a path below an overlay whose host directory does not exist.
+// the session's layout paths, before anything is mounted: until an
+// overlay's host directory is a mount point, Resolve reads the
+// repository's directory there instead.
 func NewView(root string, h *Set, overlays ...Overlay) *View {
 	v := &View{root: root, h: h}
 	for _, o := range overlays {
@@ -188,14 +190,17 @@ func (v *View) Resolve(p string) (string, error) {
 		}
 		dir := dirs[len(dirs)-1]
 		if host, ok := v.overlayFor(cand); ok {
-			// What the container sees here is the write area.
-			d, err := rootfs.OpenRoot(host)
+			// What the container sees here is the write area, once it is
+			// mounted.
+			d, err := openOverlay(host)
 			if err != nil {
 				return "", fmt.Errorf("resolving %s: opening the write area: %w", p, osError(err))
 			}
-			dirs = append(dirs, d)
-			resolved = append(resolved, c)
-			continue
+			if d != nil {
+				dirs = append(dirs, d)
+				resolved = append(resolved, c)
+				continue
+			}
 		}
 		st, err := dir.Lstat(c, rootfs.NoSymlinks)
 		if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) {
@@ -250,6 +255,36 @@ func (v *View) Resolve(p string) (string, error) {
 		return ".", nil
 	}
 	return strings.Join(resolved, "/"), nil
+}
+
+// openOverlay opens an overlay's host directory, or returns nil when it
+// is not mounted yet (absent, or not a mount point: the same device as
+// its parent). Until then the container would see the repository's
+// directory there (a write area starts as a copy of it, hidden paths
+// left out), so Resolve reads the repository instead.
+func openOverlay(host string) (*rootfs.Dir, error) {
+	d, err := rootfs.OpenRoot(host)
+	if errors.Is(err, unix.ENOENT) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	st, err := d.Fstat()
+	if err != nil {
+		d.Close()
+		return nil, err
+	}
+	var parent unix.Stat_t
+	if err := unix.Lstat(filepath.Dir(host), &parent); err != nil {
+		d.Close()
+		return nil, err
+	}
+	if st.Dev == parent.Dev {
+		d.Close()
+		return nil, nil
+	}
+	return d, nil
 }
 
 // hiddenEntry reports whether cand, whose parent (the components of

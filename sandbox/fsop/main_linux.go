@@ -25,9 +25,11 @@ corral fs edit --old FILE --new FILE --expect-sha256 HEX [--all] -- PATH`
 // JSON Response on stdout. It returns the exit status: 0 when a Response
 // was printed (success or failure of the operation), 2 for a malformed
 // command line. It refuses to run unless it is the container's first
-// process, so that nobody runs it on the host by mistake.
+// process (corral-init's fs mode, PID 1) or the tool corral-init started
+// (PID 2, its child), so that nobody runs it on the host by mistake (there
+// PID 2 is the kernel's kthreadd).
 func Main(args []string, stdout, stderr io.Writer) int {
-	if os.Getpid() != 1 {
+	if pid := os.Getpid(); pid != 1 && (pid != 2 || os.Getppid() != 1) {
 		return respond(stdout, nil, errorf(CodeNotContainer, "corral fs runs only inside a corral container, as its first process"))
 	}
 	return run(".", args, stdout, stderr)
