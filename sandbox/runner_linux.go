@@ -4,7 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
-	"encoding/hex"
+	"encoding/binary"
 	"fmt"
 	"io"
 	"os"
@@ -144,15 +144,16 @@ func newRunner(e *Executor, id string, p *Policy, sc *seccomp.Profile, l *mounts
 	return &runner{e: e, session: id, limits: p.limits, seccomp: sc, layout: l, running: map[*container]struct{}{}}
 }
 
-// newID names a new container of the session: corral-<session>-<random>.
-// Several processes (and several openers in one process) make containers
-// of one session; their names, and their control files, never meet.
+// newID names a new container of the session: corral-<session>-<n>,
+// n a random 48-bit decimal. Several processes (and several openers in
+// one process) make containers of one session; their names, and their
+// control files, never meet.
 func (r *runner) newID() (string, error) {
-	var b [5]byte
-	if _, err := rand.Read(b[:]); err != nil {
+	var b [8]byte
+	if _, err := rand.Read(b[2:]); err != nil {
 		return "", err
 	}
-	return "corral-" + r.session + "-" + hex.EncodeToString(b[:]), nil
+	return "corral-" + r.session + "-" + strconv.FormatUint(binary.BigEndian.Uint64(b[:]), 10), nil
 }
 
 // setLayout gives the runner the session's layout, once, before its
