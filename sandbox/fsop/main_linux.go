@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+
+	"github.com/corral-sandbox/corral/internal/initctl"
 )
 
 // Usage is the helper's command line, as the host builds it. corral-init
@@ -26,13 +28,23 @@ corral fs edit --old FILE --new FILE --expect-sha256 HEX [--all] -- PATH`
 // was printed (success or failure of the operation), 2 for a malformed
 // command line. It refuses to run unless it is the container's first
 // process (corral-init's fs mode, PID 1) or the tool corral-init started
-// (PID 2, its child), so that nobody runs it on the host by mistake (there
-// PID 2 is the kernel's kthreadd).
+// (a child of PID 1, which is corral-init at initctl.InitPath), so that
+// nobody runs it on the host by mistake.
 func Main(args []string, stdout, stderr io.Writer) int {
-	if pid := os.Getpid(); pid != 1 && (pid != 2 || os.Getppid() != 1) {
+	if !inContainer() {
 		return respond(stdout, nil, errorf(CodeNotContainer, "corral fs runs only inside a corral container, as its first process"))
 	}
 	return run(".", args, stdout, stderr)
+}
+
+// inContainer reports whether this process is PID 1, or a child of a
+// PID 1 that is corral-init.
+func inContainer() bool {
+	if os.Getpid() == 1 {
+		return true
+	}
+	exe, err := os.Readlink("/proc/1/exe")
+	return os.Getppid() == 1 && err == nil && exe == initctl.InitPath
 }
 
 func run(root string, args []string, stdout, stderr io.Writer) int {
