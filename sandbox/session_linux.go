@@ -161,17 +161,6 @@ func (e *Executor) create(ctx context.Context, cfg SessionConfig, profileSource 
 	return e.open(p, rec, st, l, nil)
 }
 
-// OpenOption adjusts OpenSession.
-type OpenOption func(*openOptions)
-
-type openOptions struct{ changesOnly bool }
-
-// ForChanges opens a session only to read its change set (Changes,
-// CallChanges, Record): the repository is not read at all, so a session
-// whose repository moved or vanished keeps its writes reachable, and no
-// containerd is needed. Exec and the file tools fail on such a session.
-func ForChanges() OpenOption { return func(o *openOptions) { o.changesOnly = true } }
-
 // OpenSession opens a persistent session made by CreateSession, in this
 // process or another: the capability, the profile and the hidden set are
 // the ones recorded at creation (nothing is re-read from a profile file),
