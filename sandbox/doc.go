@@ -73,9 +73,14 @@
 //     charged violations across processes.
 //  3. Session.calls: read-held by each call until its container exited,
 //     write-held by Changes.
-//  4. Session.mu: the closed and failed state, the charged violations of
+//  4. Session.readyMu: the parts made on the first need (an ephemeral
+//     session's store and layout, the watch); ready takes no other lock
+//     while holding it (it prepares a new ephemeral store's mounts
+//     without the store lock: no other process can open it), and Close
+//     holds it while the watch stops.
+//  5. Session.mu: the closed and failed state, the charged violations of
 //     an ephemeral session.
-//  5. Leaves, held briefly and never while taking another: runner.mu,
+//  6. Leaves, held briefly and never while taking another: runner.mu,
 //     pool.mu, watcher.mu and watcher.bmu, Executor.connMu (which the
 //     first connect holds through the container sweep),
 //     Executor.sweptMu, Executor.initOnce.
@@ -83,8 +88,9 @@
 // The inuse flock is not in the order: it is taken once when a session
 // is opened and released when it is closed, never waited for while
 // another lock is held (sweeps and Prune only try it, LOCK_NB).
-// So a file-tool write takes fileMu, then the store lock, then calls (its
-// container run); Changes takes calls, then mu, and CallChanges' charge
+// So a file-tool write makes the session ready first, then takes fileMu,
+// then the store lock, then calls (its container run, which finds the
+// session ready under readyMu); Changes takes calls, then mu, and CallChanges' charge
 // takes the store lock only after Changes released calls. (Before the
 // split, Write took the store lock and then, through prepare, mu and the
 // store lock again through a second open file description.)

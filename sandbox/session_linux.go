@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"path/filepath"
 	"sync"
 
 	"github.com/containerd/errdefs"
@@ -111,7 +112,7 @@ func (e *Executor) create(ctx context.Context, cfg SessionConfig, profileSource 
 		return nil, err
 	}
 	dir, _ := e.sessionDir(id)
-	p, err := newPolicy(cfg, nil, dir+"/"+layoutDir)
+	p, err := newPolicy(cfg, nil, filepath.Join(dir, layoutDir))
 	if err != nil {
 		return nil, err
 	}
@@ -158,7 +159,12 @@ func (e *Executor) create(ctx context.Context, cfg SessionConfig, profileSource 
 	if err != nil {
 		return nil, err
 	}
-	return e.open(p, rec, st, l, nil)
+	s, err := e.open(p, rec, st, l, nil)
+	if err != nil {
+		return nil, err
+	}
+	s.startWatch()
+	return s, nil
 }
 
 // OpenSession opens a persistent session made by CreateSession, in this
@@ -225,12 +231,15 @@ func (e *Executor) OpenSession(ctx context.Context, id string, opts ...OpenOptio
 		}
 	}
 	var l *mounts.Layout
-	if o.changesOnly {
+	switch {
+	case o.changesOnly && p.plan.ReadOnly:
+		l = mounts.LayoutAt(st.layoutDir(), p.plan) // it wrote nothing
+	case o.changesOnly:
 		l, err = mounts.Open(st.layoutDir(), p.plan)
-		if errors.Is(err, mounts.ErrNotMounted) && !p.plan.ReadOnly {
+		if errors.Is(err, mounts.ErrNotMounted) {
 			err = fmt.Errorf("session %s: %w: its write area was a tmpfs and its mounts are gone (the machine rebooted, or they were unmounted), so what it wrote is lost", id, errdefs.ErrDataLoss)
 		}
-	} else {
+	default:
 		l, err = st.attach(p.plan, hs)
 	}
 	if err != nil {
@@ -242,6 +251,8 @@ func (e *Executor) OpenSession(ctx context.Context, id string, opts ...OpenOptio
 	}
 	if o.changesOnly {
 		s.failed = fmt.Errorf("session %s: %w: opened only to read its change set", id, errdefs.ErrFailedPrecondition)
+	} else {
+		s.startWatch()
 	}
 	return s, nil
 }
@@ -260,9 +271,6 @@ func (e *Executor) open(p *Policy, rec SessionRecord, st *store, l *mounts.Layou
 		depth = 0
 	}
 	s.pool = &pool{depth: depth, cap: e.warm, create: s.runner.create, destroy: s.runner.destroy}
-	if st != nil {
-		s.startWatch()
-	}
 	return s, nil
 }
 
@@ -279,11 +287,14 @@ func (s *Session) ready() error {
 	if err != nil {
 		return err
 	}
-	l, err := st.attach(s.plan, s.hidden)
+	// No other process opens an ephemeral session (OpenSession refuses
+	// it), so the store's lock is not needed to prepare its mounts; not
+	// taking it keeps readyMu below the store lock (the lock order).
+	l, err := mounts.Prepare(st.layoutDir(), s.plan, s.hidden)
 	if err != nil {
 		st.release()
 		_ = removeSessionDir(st.dir)
-		return err
+		return fmt.Errorf("preparing session mounts: %w", err)
 	}
 	s.store, s.layout, s.pending = st, l, nil
 	s.runner.setLayout(l)
