@@ -22,8 +22,9 @@
 //	        charged violations (store_linux.go has the layout). Every
 //	        session has one; a directory is made under a staging name and
 //	        renamed, so a named one always has a complete record.
-//	layout  the host mounts (mounts.Layout), attached when the session
-//	        opens and immutable afterwards.
+//	layout  the host mounts (mounts.Layout), attached when a persistent
+//	        session opens, made at an ephemeral one's first call (ready),
+//	        immutable afterwards.
 //	runner  creates (containerPlan → specOpts, the one spec function),
 //	        starts, waits for and destroys containers; it tracks the
 //	        running ones so a failed session kills them at once.
