@@ -159,3 +159,20 @@ func TestKilledServerSessionExpires(t *testing.T) {
 	require.Contains(t, string(patch), "+++ b/openwiki/readme.md")
 	requireDirGone(t, sessionDirOf(t, id))
 }
+
+// TestEphemeralSessionClosedFirst: an ephemeral session closed before its
+// first call makes nothing afterwards (a file tool or Warm after Close is
+// refused, not the start of a store nobody will remove).
+func TestEphemeralSessionClosedFirst(t *testing.T) {
+	e := testutil.Executor(t)
+	repo := lateRepo(t)
+	s, err := e.NewSession(context.Background(), sandbox.SessionConfig{Repo: repo, Profile: docsProfile(t)})
+	require.NoError(t, err)
+	require.NoError(t, s.Close())
+	_, err = s.Write(context.Background(), "openwiki/new.md", []byte("x\n"), "")
+	require.True(t, errdefs.IsFailedPrecondition(err), "%v", err)
+	require.True(t, errdefs.IsFailedPrecondition(s.Warm()))
+	_, err = s.Exec(context.Background(), []string{"ls"}, nil, nil)
+	require.True(t, errdefs.IsFailedPrecondition(err), "%v", err)
+	requireDirGone(t, sessionDirOf(t, s.ID))
+}

@@ -283,6 +283,11 @@ func (s *Session) ready() error {
 	if s.layout != nil {
 		return nil
 	}
+	// Close takes readyMu after it marked the session closed: a session
+	// closed before its first need makes nothing (readyMu, then mu).
+	if err := s.Err(); errors.Is(err, errClosed) {
+		return err
+	}
 	st, err := createStore(s.exec.sessionsDir(), s.record, s.pending)
 	if err != nil {
 		return err
