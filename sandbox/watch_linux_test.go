@@ -62,3 +62,20 @@ func TestWatcherFailsWithoutACall(t *testing.T) {
 		t.Fatal("the watch did not fail the session")
 	}
 }
+
+// BenchmarkWatcherCheck is the watch's share of every call of a
+// long-lived owner: the barrier, with nothing created since.
+func BenchmarkWatcherCheck(b *testing.B) {
+	repo := b.TempDir()
+	require.NoError(b, os.MkdirAll(filepath.Join(repo, "src", "deep"), 0o755))
+	hs, err := hidden.Compute(repo, hidden.Options{})
+	require.NoError(b, err)
+	w, err := newWatcher(repo, hs, b.TempDir(), nil)
+	require.NoError(b, err)
+	defer w.close()
+	require.NoError(b, w.Check())
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		require.NoError(b, w.Check())
+	}
+}
