@@ -113,7 +113,7 @@ func newPolicy(cfg SessionConfig, hs *hidden.Set, layout string) (*Policy, error
 	}
 	if p.hidden == nil {
 		p.hidden, err = hidden.Compute(repo, hidden.Options{
-			IgnoreFileName: ".openwikiignore", WriteDir: DefaultWriteDir, Forced: cfg.Profile.ForcedHides(),
+			IgnoreFileName: ".openwikiignore", WriteDir: DefaultWriteDir, Lists: cfg.Profile.HideLists(),
 		})
 		if err != nil {
 			return nil, fmt.Errorf("computing the hidden set: %w", err)

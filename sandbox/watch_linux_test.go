@@ -79,3 +79,39 @@ func BenchmarkWatcherCheck(b *testing.B) {
 		require.NoError(b, w.Check())
 	}
 }
+
+// TestWatcherLinksCreatedLater: a hard link to a hidden file, and a
+// symlink leaving the repository, made after the session started, fail
+// the next call's check.
+func TestWatcherLinksCreatedLater(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		make func(repo string) error
+		want string
+	}{
+		{"hard link", func(repo string) error {
+			return os.Link(filepath.Join(repo, "secrets", "key.pem"), filepath.Join(repo, "src", "notes.txt"))
+		}, "src/notes.txt appeared after it started (hard link of hidden secrets/key.pem)"},
+		{"escaping symlink", func(repo string) error {
+			return os.Symlink("../..", filepath.Join(repo, "src", "up"))
+		}, "src/up appeared after it started (symlink leaves the repository)"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			repo := t.TempDir()
+			require.NoError(t, os.WriteFile(filepath.Join(repo, ".openwikiignore"), []byte("secrets/\n"), 0o644))
+			require.NoError(t, os.MkdirAll(filepath.Join(repo, "src"), 0o755))
+			require.NoError(t, os.MkdirAll(filepath.Join(repo, "secrets"), 0o755))
+			require.NoError(t, os.WriteFile(filepath.Join(repo, "secrets", "key.pem"), []byte("KEY"), 0o644))
+			hs, err := hidden.Compute(repo, hidden.Options{})
+			require.NoError(t, err)
+			w, err := newWatcher(repo, hs, t.TempDir(), nil)
+			require.NoError(t, err)
+			defer w.close()
+			require.NoError(t, w.Check())
+			require.NoError(t, c.make(repo))
+			err = w.Check()
+			require.True(t, errdefs.IsFailedPrecondition(err), "%v", err)
+			require.Contains(t, err.Error(), c.want)
+		})
+	}
+}
