@@ -383,7 +383,7 @@ func TestSessionStateWithoutContainerd(t *testing.T) {
 	defer os.Rename(moved, repo)
 	_, stderr, code = corralCmd(t, append(bogus, "session", "exec", id, "--", "ls")...)
 	require.Equal(t, 125, code, stderr)
-	require.Equal(t, fmt.Sprintf("corral: session %s: repository %s: not found: it was moved or removed; its writes stay reachable: `corral session diff %s --format patch`\n", id, repo, id), stderr)
+	require.Equal(t, fmt.Sprintf("corral: session %s: repository %s: it was moved or removed; its writes stay reachable: `corral session diff %s --format patch`\n", id, repo, id), stderr)
 	_, stderr, code = corralCmd(t, append(bogus, "session", "apply", id)...)
 	require.Equal(t, 125, code, stderr)
 	require.Contains(t, stderr, "it was moved or removed")
