@@ -19,9 +19,9 @@ import (
 
 // TestCrashSupervisorChild is the supervisor that TestGCAfterSupervisorKill
 // kills with SIGKILL, on the runtime $CORRAL_IT_CRASH_RUNTIME: mid-call
-// ($CORRAL_IT_CRASH_MODE "running"), or once it has created a container
-// ahead of the next call and never started it ("created"). It only runs
-// as that child.
+// ($CORRAL_IT_CRASH_MODE "running"), or once its session has created a
+// container ahead of the next call and never started it ("created"). It
+// only runs as that child.
 func TestCrashSupervisorChild(t *testing.T) {
 	repo := os.Getenv("CORRAL_IT_CRASH_REPO")
 	if repo == "" {
@@ -32,22 +32,22 @@ func TestCrashSupervisorChild(t *testing.T) {
 	require.NoError(t, err)
 	fmt.Println("session", s.ID)
 	if os.Getenv("CORRAL_IT_CRASH_MODE") == "created" {
-		// The call's container is deleted after it, and the next one
-		// created ahead: the parent kills this process once it exists.
-		_, err := s.ExecWithoutPolicy(context.Background(), []string{"probe", "sleep", "0s"}, os.Stdout, os.Stderr)
+		// After the first call the session's pool creates containers
+		// ahead: the parent kills this process once one exists.
+		_, err := testutil.ExecWithoutPolicy(context.Background(), s, []string{"probe", "sleep", "0s"}, os.Stdout, os.Stderr)
 		require.NoError(t, err)
 		time.Sleep(5 * time.Minute)
 	}
-	_, _ = s.ExecWithoutPolicy(context.Background(), []string{"probe", "sleep", "120s"}, os.Stdout, os.Stderr)
+	_, _ = testutil.ExecWithoutPolicy(context.Background(), s, []string{"probe", "sleep", "120s"}, os.Stdout, os.Stderr)
 	t.Fatal("the parent should have killed this process")
 }
 
 // TestGCAfterSupervisorKill: gc removes everything a supervisor killed
-// with SIGKILL left, under each runtime, with its container running or
+// with SIGKILL left, under each runtime, with a container running or
 // created and never started (runsc 20221219 cannot signal one; corral-runsc
-// deletes it instead): the container, its task and the runtime's state of
-// it, its sandbox processes, its cgroup, its lease, the session's host
-// mounts and directory.
+// deletes it instead): the containers, their tasks and the runtime's state
+// of them, sandbox processes, cgroups, leases, the session's host mounts
+// and directory.
 func TestGCAfterSupervisorKill(t *testing.T) {
 	forEachRuntime(t, func(t *testing.T, rt testRuntime) {
 		for _, mode := range []string{"running", "created"} {
@@ -69,13 +69,22 @@ func testGCAfterSupervisorKill(t *testing.T, rt testRuntime, mode string) {
 	ctx := e.Context(context.Background())
 	filter := fmt.Sprintf("labels.%q==%d", sandbox.LabelPID, child.Process.Pid)
 	deadline := time.Now().Add(120 * time.Second)
-	for {
+	// The child's session keeps containers created ahead: the target is
+	// the one in state mode (the call's when "running").
+	running, childSession := "", ""
+	var ids []string
+	for running == "" {
+		ids = nil
 		cs, err := e.Client().Containers(ctx, filter)
 		require.NoError(t, err)
-		if len(cs) == 1 {
-			if task, err := cs[0].Task(ctx, nil); err == nil {
+		for _, c := range cs {
+			ids = append(ids, c.ID())
+			if task, err := c.Task(ctx, nil); err == nil {
 				if st, err := task.Status(ctx); err == nil && string(st.Status) == mode {
-					break
+					running = c.ID()
+					labels, err := c.Labels(ctx)
+					require.NoError(t, err)
+					childSession = labels[sandbox.LabelSession]
 				}
 			}
 		}
@@ -90,13 +99,12 @@ func testGCAfterSupervisorKill(t *testing.T, rt testRuntime, mode string) {
 	require.NoError(t, err)
 	require.NotEmpty(t, left, "the killed supervisor should have left its host mounts")
 
+	for _, id := range ids {
+		require.NotEmpty(t, runtimeLeftovers(t, rt, id), "the runtime's state and processes of %s before gc", id)
+	}
+
 	// The crash may also take the FIFOs with it: gc must reap without them.
-	cs0, err := e.Client().Containers(ctx, filter)
-	require.NoError(t, err)
-	require.Len(t, cs0, 1)
-	id := cs0[0].ID()
-	require.NotEmpty(t, runtimeLeftovers(t, rt, id), "the runtime's state and processes of %s before gc", id)
-	fifos, err := filepath.Glob(filepath.Join(testutil.StateDir(t), "fifo", "*", cs0[0].ID()+"-*"))
+	fifos, err := filepath.Glob(filepath.Join(testutil.StateDir(t), "fifo", "*", running+"-*"))
 	require.NoError(t, err)
 	require.NotEmpty(t, fifos, "the child's FIFOs")
 	for _, f := range fifos {
@@ -105,7 +113,7 @@ func testGCAfterSupervisorKill(t *testing.T, rt testRuntime, mode string) {
 
 	rep, err := e.GC(context.Background(), false)
 	require.NoError(t, err)
-	require.Len(t, rep.Containers, 1)
+	require.Contains(t, rep.Containers, running)
 	require.NotEmpty(t, rep.Mounts)
 
 	cs, err := e.Client().Containers(ctx, filter)
@@ -114,16 +122,15 @@ func testGCAfterSupervisorKill(t *testing.T, rt testRuntime, mode string) {
 	ls, err := e.Client().LeasesService().List(ctx, filter)
 	require.NoError(t, err)
 	require.Empty(t, ls, "leases left after gc")
-	require.Empty(t, runtimeLeftovers(t, rt, id), "left by %s after gc", rt.name)
+	for _, id := range ids {
+		require.Empty(t, runtimeLeftovers(t, rt, id), "left by %s after gc", rt.name)
+	}
 	for _, m := range left {
 		mounted, err := mountinfo.Mounted(m.Mountpoint)
 		require.True(t, err != nil || !mounted, "mount %s left after gc", m.Mountpoint)
 	}
-	entries, _ := os.ReadDir(sessions)
-	for _, d := range entries {
-		pid, _ := os.ReadFile(filepath.Join(sessions, d.Name(), "owner.pid"))
-		require.NotEqual(t, fmt.Sprint(child.Process.Pid), string(pid), "session directory %s left after gc", d.Name())
-	}
+	_, err = os.Lstat(filepath.Join(sessions, childSession))
+	require.True(t, os.IsNotExist(err), "the child's session directory is left after gc")
 }
 
 // runtimeLeftovers lists what the runtime holds of container id: entries
