@@ -497,6 +497,29 @@ func TestWhiteoutLayerMirrorsEveryVisibleDirectory(t *testing.T) {
 	}
 }
 
+// TestRemoveTree: Close's remover takes empty and full directories,
+// files, whiteouts and links at any depth, and never follows a link: what
+// a link points at survives.
+func TestRemoveTree(t *testing.T) {
+	requireRoot(t)
+	outside := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(outside, "keep"), nil, 0o644))
+	dir := filepath.Join(t.TempDir(), "tree")
+	for _, d := range []string{"a/b/c", "a/empty", "e", "f/g/h/i"} {
+		require.NoError(t, os.MkdirAll(filepath.Join(dir, d), 0o755))
+	}
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "a/b/file"), []byte("x"), 0o644))
+	require.NoError(t, unix.Mknod(filepath.Join(dir, "f/g/wh"), unix.S_IFCHR, 0))
+	require.NoError(t, os.Symlink(outside, filepath.Join(dir, "a/link")))
+	require.NoError(t, os.Symlink(outside, filepath.Join(dir, "f/g/h/i/link")))
+	require.NoError(t, os.Chmod(filepath.Join(dir, "e"), 0o000))
+	require.NoError(t, removeTree(dir))
+	_, err := os.Lstat(dir)
+	require.ErrorIs(t, err, fs.ErrNotExist)
+	require.FileExists(t, filepath.Join(outside, "keep"))
+	require.NoError(t, removeTree(dir), "a missing tree is fine")
+}
+
 func BenchmarkPrepare100k(b *testing.B) {
 	if os.Geteuid() != 0 {
 		b.Skip("mounts need root")
