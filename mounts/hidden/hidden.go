@@ -129,7 +129,8 @@ type VisibleDir struct {
 // descriptors opened O_NOFOLLOW relative to their parent, no symlink is
 // ever followed on the way, no hidden directory is entered (it is one
 // entry of the set, its contents never listed). Symlinked or non-regular
-// ignore files are skipped, as git does.
+// ignore files are skipped, as git does. The visible directories it
+// entered are kept with their status (Dirs), for the whiteout layer.
 func Compute(root string, opts Options) (*Set, error) {
 	h, err := newSet(opts)
 	if err != nil {
