@@ -29,7 +29,7 @@ const chargedFile = "violations.json"
 // the blame is per call. Calls of one session that run at the same time
 // share the blame for what appeared while they ran: the first to collect
 // is charged. A persistent session keeps the charged set in its state
-// directory under the session lock; a one-call session in memory.
+// directory under the session lock; an ephemeral session in memory.
 func (s *Session) CallChanges() (cs *changeset.Set, introduced []changeset.Problem, err error) {
 	cs, err = s.Changes()
 	if err != nil {
@@ -45,7 +45,7 @@ func (s *Session) CallChanges() (cs *changeset.Set, introduced []changeset.Probl
 // charge records now as the charged violations and returns those of now
 // that were not charged before.
 func (s *Session) charge(now []changeset.Problem) ([]changeset.Problem, error) {
-	if s.store == nil {
+	if s.record.Ephemeral {
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		introduced := newViolations(s.charged, now)

@@ -164,6 +164,8 @@ turn; --approve TOKEN writes the changes those tokens name, all or none.
 ` + applyExitCodes,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			// Apply is a way into the session like any call: it rescans
+			// the repository (OpenSession without ForChanges).
 			exec, sess, cs, err := openSessionChanges(cmd, g, args[0])
 			if err != nil {
 				return err

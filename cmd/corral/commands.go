@@ -1,11 +1,14 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"strings"
+	"sync/atomic"
+	"syscall"
 
 	"github.com/corral-sandbox/corral/allowlist"
 	"github.com/corral-sandbox/corral/internal/config"
@@ -211,13 +214,20 @@ type reportOptions struct {
 // streamed output or a JSON object, the change set, the exit code.
 func execAndReport(cmd *cobra.Command, sess *sandbox.Session, prof *profiles.Profile, argv []string, o reportOptions) error {
 	asJSON, diffOut := o.json, o.diffOut
-	ctx := cmd.Context()
-	stdout, stderr := cmd.OutOrStdout(), cmd.ErrOrStderr()
+	ctx, cancel := context.WithCancelCause(cmd.Context())
+	defer cancel(nil)
+	stdout := &pipeWriter{w: cmd.OutOrStdout(), cancel: cancel}
+	stderr := &pipeWriter{w: cmd.ErrOrStderr(), cancel: cancel}
 	var streamOut, streamErr io.Writer = stdout, stderr
 	if asJSON {
 		streamOut, streamErr = nil, nil
 	}
 	res, err := sess.Exec(ctx, argv, streamOut, streamErr)
+	if stdout.broken.Load() || stderr.broken.Load() {
+		// The reader went away: the tool was killed (ctx), the caller's
+		// deferred Close cleans up; no verdict can be printed.
+		return &exitError{code: exitPipe, printed: true}
+	}
 	if err != nil {
 		return refusalOr(err)
 	}
@@ -273,7 +283,10 @@ func execAndReport(cmd *cobra.Command, sess *sandbox.Session, prof *profiles.Pro
 		if rec := sess.Record(); rec != nil {
 			out.Session = rec.ID
 		}
-		if err := writeJSON(stdout, out); err != nil {
+		if err := writeJSON(stdout, out); err != nil || stdout.broken.Load() {
+			if stdout.broken.Load() {
+				return &exitError{code: exitPipe, printed: true}
+			}
 			return err
 		}
 		if code != 0 {
@@ -300,6 +313,32 @@ func execAndReport(cmd *cobra.Command, sess *sandbox.Session, prof *profiles.Pro
 		return &exitError{code: code}
 	}
 	return nil
+}
+
+// errBrokenPipe is the cause of a call cancelled because its output's
+// reader went away.
+var errBrokenPipe = errors.New("the output's reader went away (EPIPE)")
+
+// pipeWriter forwards to w until a write fails with EPIPE: then it
+// cancels the call (the tool is killed, as a shell pipeline's SIGPIPE
+// would end it) and drops the rest.
+type pipeWriter struct {
+	w      io.Writer
+	cancel context.CancelCauseFunc
+	broken atomic.Bool
+}
+
+func (p *pipeWriter) Write(b []byte) (int, error) {
+	if p.broken.Load() {
+		return len(b), nil
+	}
+	n, err := p.w.Write(b)
+	if errors.Is(err, syscall.EPIPE) {
+		p.broken.Store(true)
+		p.cancel(errBrokenPipe)
+		return len(b), nil
+	}
+	return n, err
 }
 
 func describeLimit(l string, p *profiles.Profile) string {

@@ -1,0 +1,414 @@
+package sandbox
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	containerd "github.com/containerd/containerd/v2/client"
+	"github.com/containerd/containerd/v2/core/leases"
+	"github.com/containerd/containerd/v2/pkg/cio"
+	"github.com/containerd/errdefs"
+	"github.com/corral-sandbox/corral/internal/initctl"
+	"github.com/corral-sandbox/corral/mounts"
+	"github.com/corral-sandbox/corral/profiles"
+	"github.com/corral-sandbox/corral/seccomp"
+)
+
+// Limit names, as reported in Result.LimitsHit.
+const (
+	LimitTimeout   = "timeout"    // the wall-clock timeout killed the tool
+	LimitMemory    = "memory"     // the OOM killer killed a process
+	LimitPids      = "pids"       // a fork or clone failed at pids.max
+	LimitOutput    = "output"     // stdout or stderr passed its cap; the tool was killed
+	LimitWriteArea = "write_area" // the write area's tmpfs is full (ENOSPC)
+)
+
+// Result is one invocation's outcome, shaped after os/exec: a non-zero
+// exit is a result, not an error.
+type Result struct {
+	// Argv is what ran (the normalized argv from the allowlist).
+	Argv []string `json:"argv"`
+	// ExitCode is the tool's exit status; 128+N when killed by signal N.
+	ExitCode int `json:"exit_code"`
+	// Duration is the wall time from task start to exit.
+	Duration time.Duration `json:"duration_ns"`
+	// LimitsHit names each limit reached (Limit* constants).
+	LimitsHit []string `json:"limits_hit"`
+	// Stdout and Stderr hold at most the profile's output cap each.
+	Stdout          []byte `json:"-"`
+	Stderr          []byte `json:"-"`
+	StdoutTruncated bool   `json:"stdout_truncated"`
+	StderrTruncated bool   `json:"stderr_truncated"`
+}
+
+// Killed reports whether a limit ended the tool (its exit code is then
+// the kill's, not the tool's).
+func (r *Result) Killed() bool {
+	for _, l := range r.LimitsHit {
+		if l == LimitTimeout || l == LimitMemory || l == LimitOutput {
+			return true
+		}
+	}
+	return false
+}
+
+// cappedWriter keeps at most limit bytes and forwards them to its target;
+// past the cap it drops the rest (so the copy never blocks) and signals
+// over once.
+type cappedWriter struct {
+	mu        sync.Mutex
+	w         io.Writer
+	buf       bytes.Buffer
+	limit     int64
+	truncated bool
+	over      chan struct{}
+	once      *sync.Once
+}
+
+func (c *cappedWriter) setTarget(w io.Writer) {
+	c.mu.Lock()
+	c.w = w
+	c.mu.Unlock()
+}
+
+func (c *cappedWriter) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := len(p)
+	room := c.limit - int64(c.buf.Len())
+	if int64(len(p)) > room {
+		p = p[:max(room, 0)]
+		if !c.truncated {
+			c.truncated = true
+			c.once.Do(func() { close(c.over) })
+		}
+	}
+	c.buf.Write(p)
+	if c.w != nil && len(p) > 0 {
+		_, _ = c.w.Write(p)
+	}
+	return n, nil
+}
+
+func (c *cappedWriter) bytes() ([]byte, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return bytes.Clone(c.buf.Bytes()), c.truncated
+}
+
+// container is one created (namespaces, mounts, seccomp filter, cgroup)
+// but not yet started container. Its process is corral-init, which reads
+// what to run from ctlFile at the start; so it can be made before the call
+// arrives.
+type container struct {
+	id        string
+	c         containerd.Container
+	task      containerd.Task
+	statusC   <-chan containerd.ExitStatus
+	out, errw *cappedWriter
+	over      chan struct{}
+	ctlFile   string // the host path of its control file
+	lease     leases.Lease
+	created   time.Time
+}
+
+// runner is the part of a session that makes, starts, waits for and
+// destroys its containers: one containerPlan per container, from the
+// session's fixed parts. It tracks the containers that are running so a
+// failed session can kill them at once (stop).
+type runner struct {
+	e       *Executor
+	session string
+	limits  profiles.Limits
+	seccomp *seccomp.Profile
+	layout  *mounts.Layout
+
+	mu      sync.Mutex
+	running map[*container]struct{}
+	stopped error // once set, nothing starts and start returns it
+}
+
+func newRunner(e *Executor, id string, p *Policy, sc *seccomp.Profile, l *mounts.Layout) *runner {
+	return &runner{e: e, session: id, limits: p.limits, seccomp: sc, layout: l, running: map[*container]struct{}{}}
+}
+
+// newID names a new container of the session: corral-<session>-<n>,
+// n a random 48-bit decimal. Several processes (and several openers in
+// one process) make containers of one session; their names, and their
+// control files, never meet.
+func (r *runner) newID() (string, error) {
+	var b [8]byte
+	if _, err := rand.Read(b[2:]); err != nil {
+		return "", err
+	}
+	return "corral-" + r.session + "-" + strconv.FormatUint(binary.BigEndian.Uint64(b[:]), 10), nil
+}
+
+// setLayout gives the runner the session's layout, once, before its
+// first container.
+func (r *runner) setLayout(l *mounts.Layout) { r.layout = l }
+
+// planFor returns the plan of the container id.
+func (r *runner) planFor(id, init string) containerPlan {
+	return containerPlan{
+		ID: id, Namespace: r.e.cfg.Namespace, Limits: r.limits, Seccomp: r.seccomp,
+		Binds: r.layout.Binds(), Ctl: r.layout.Ctl, Init: init,
+	}
+}
+
+// create makes a container from its plan, on the image the executor
+// resolved once (a fresh writable snapshot, so runc can make the mount
+// points any image lacks; the spec's root is read-only). It connects to
+// containerd if this is the executor's first need of it.
+func (r *runner) create(ctx context.Context) (_ *container, retErr error) {
+	e := r.e
+	rt, err := e.runtime(ctx)
+	if err != nil {
+		return nil, err
+	}
+	lim := r.limits
+	ctx = e.Context(ctx)
+	id, err := r.newID()
+	if err != nil {
+		return nil, err
+	}
+	now := time.Now()
+	labels := e.ownerLabels(now.Add(maxWarmAge + lim.Timeout + InitGrace))
+	labels[LabelSession] = r.session
+
+	// The lease holds the snapshot until the container is deleted; its
+	// expiry lets containerd's GC reclaim it after a crash.
+	l, err := rt.client.LeasesService().Create(ctx, leases.WithRandomID(), leases.WithExpiration(maxWarmAge+lim.Timeout+InitGrace+time.Minute), leases.WithLabels(labels))
+	if err != nil {
+		return nil, e.wrapContainerd("creating a lease", err)
+	}
+	ctx = leases.WithLease(ctx, l.ID)
+	c := &container{id: id, lease: l, ctlFile: filepath.Join(r.layout.Ctl, id), created: now}
+	defer func() {
+		if retErr != nil {
+			r.destroy(c)
+		}
+	}()
+	cc, err := rt.client.NewContainer(ctx, id,
+		containerd.WithSnapshotter(snapshotter),
+		containerd.WithNewSnapshot(id, rt.image),
+		containerd.WithContainerLabels(labels),
+		containerd.WithRuntime(e.cfg.Runtime, e.runtimeOptions()),
+		containerd.WithNewSpec(specOpts(r.planFor(id, rt.init))...),
+	)
+	if err != nil {
+		return nil, e.wrapContainerd("creating container "+id, err)
+	}
+	c.c = cc
+
+	c.over = make(chan struct{})
+	once := &sync.Once{}
+	c.out = &cappedWriter{limit: lim.OutputBytes, over: c.over, once: once}
+	c.errw = &cappedWriter{limit: lim.OutputBytes, over: c.over, once: once}
+	if err := os.MkdirAll(e.fifoDir(), 0o700); err != nil {
+		return nil, err
+	}
+	task, err := cc.NewTask(ctx, cio.NewCreator(cio.WithStreams(nil, c.out, c.errw), cio.WithFIFODir(e.fifoDir())))
+	if err != nil {
+		return nil, e.wrapContainerd("creating task "+id, err)
+	}
+	c.task = task
+	// Wait before Start, so the exit can never be missed.
+	if c.statusC, err = task.Wait(ctx); err != nil {
+		return nil, e.wrapContainerd("waiting on task "+id, err)
+	}
+	return c, nil
+}
+
+// destroy kills and deletes the container, its snapshot, its control file
+// and its lease, tolerating what is already gone. What containerd cannot
+// delete now (it is down) the next corral start sweeps.
+func (r *runner) destroy(c *container) {
+	e := r.e
+	ctx, cancel := context.WithTimeout(e.Context(context.Background()), 30*time.Second)
+	defer cancel()
+	lctx := leases.WithLease(ctx, c.lease.ID)
+	if c.task != nil {
+		// A created but never started task cannot be deleted directly.
+		_, _ = c.task.Delete(lctx, containerd.WithProcessKill)
+	}
+	if c.c != nil {
+		if err := c.c.Delete(lctx, containerd.WithSnapshotCleanup); err != nil && !errdefs.IsNotFound(err) {
+			fmt.Fprintf(e.cfg.Log, "corral: deleting container %s: %v\n", c.id, oneLine(err))
+		}
+	}
+	_ = os.Remove(c.ctlFile)
+	if e.client != nil {
+		_ = e.client.LeasesService().Delete(ctx, c.lease)
+	}
+}
+
+// stop makes every later start fail with err and kills the containers
+// running now (their calls return err, not their output).
+func (r *runner) stop(err error) {
+	r.mu.Lock()
+	if r.stopped == nil {
+		r.stopped = err
+	}
+	var kill []*container
+	for c := range r.running {
+		kill = append(kill, c)
+	}
+	r.mu.Unlock()
+	ctx, cancel := context.WithTimeout(r.e.Context(context.Background()), 10*time.Second)
+	defer cancel()
+	for _, c := range kill {
+		_ = c.task.Kill(ctx, syscall.SIGKILL, containerd.WithKillAll)
+	}
+}
+
+// track adds c to the running containers, unless the runner stopped.
+func (r *runner) track(c *container) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.stopped != nil {
+		return r.stopped
+	}
+	r.running[c] = struct{}{}
+	return nil
+}
+
+// untrack removes c and returns the error the runner stopped with, if
+// it stopped while c ran.
+func (r *runner) untrack(c *container) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.running, c)
+	return r.stopped
+}
+
+// start writes req to the container's control file, starts it and waits
+// for the exit, the timeout, the output cap or ctx. When the runner is
+// stopped while the container runs, the container is killed and the
+// runner's error returned without the output.
+func (r *runner) start(ctx context.Context, c *container, req initctl.Request, stdout, stderr io.Writer) (*Result, error) {
+	lim := r.limits
+	req.DeadlineMS = (lim.Timeout + InitGrace).Milliseconds()
+	data, err := initctl.Encode(req)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", errdefs.ErrInvalidArgument, err)
+	}
+	if err := os.WriteFile(c.ctlFile, data, 0o644); err != nil {
+		return nil, fmt.Errorf("writing the control file: %w", err)
+	}
+	if err := r.track(c); err != nil {
+		return nil, err
+	}
+	res, err := r.wait(ctx, c, req.Argv, stdout, stderr)
+	if stopped := r.untrack(c); stopped != nil {
+		return nil, stopped
+	}
+	return res, err
+}
+
+func (r *runner) wait(ctx context.Context, c *container, argv []string, stdout, stderr io.Writer) (*Result, error) {
+	lim := r.limits
+	c.out.setTarget(stdout)
+	c.errw.setTarget(stderr)
+	defer c.out.setTarget(nil)
+	defer c.errw.setTarget(nil)
+	cctx := leases.WithLease(r.e.Context(context.Background()), c.lease.ID)
+
+	res := &Result{Argv: argv}
+	start := time.Now()
+	if err := c.task.Start(cctx); err != nil {
+		return nil, r.e.wrapContainerd("starting task "+c.id, err)
+	}
+	timer := time.NewTimer(lim.Timeout)
+	defer timer.Stop()
+	kill := func(limit string) containerd.ExitStatus {
+		if limit != "" {
+			res.LimitsHit = append(res.LimitsHit, limit)
+		}
+		// SIGKILL to every process: no process in the container can
+		// catch it, corral-init included.
+		_ = c.task.Kill(cctx, syscall.SIGKILL, containerd.WithKillAll)
+		return <-c.statusC
+	}
+	var status containerd.ExitStatus
+	select {
+	case status = <-c.statusC:
+	case <-timer.C:
+		status = kill(LimitTimeout)
+	case <-c.over:
+		status = kill(LimitOutput)
+	case <-ctx.Done():
+		status = kill("")
+	}
+	res.Duration = time.Since(start)
+	code, _, err := status.Result()
+	if err != nil {
+		return nil, r.e.wrapContainerd("waiting for task "+c.id, err)
+	}
+	res.ExitCode = int(code)
+	if res.ExitCode == 128+int(syscall.SIGKILL) && res.Duration >= lim.Timeout && !slices.Contains(res.LimitsHit, LimitTimeout) {
+		// corral-init's own deadline came first (a busy supervisor).
+		res.LimitsHit = append(res.LimitsHit, LimitTimeout)
+	}
+	// The cgroup exists until the task is deleted.
+	if cgroupCounter(r.e.cfg.Namespace, c.id, "memory", "memory.oom_control", "memory.events", "oom_kill") > 0 {
+		res.LimitsHit = append(res.LimitsHit, LimitMemory)
+	}
+	if cgroupCounter(r.e.cfg.Namespace, c.id, "pids", "pids.events", "pids.events", "max") > 0 {
+		res.LimitsHit = append(res.LimitsHit, LimitPids)
+	}
+	// The exit can arrive before the output copy has finished.
+	c.task.IO().Wait()
+	if r.layout.AreaFull() {
+		res.LimitsHit = append(res.LimitsHit, LimitWriteArea)
+	}
+	res.Stdout, res.StdoutTruncated = c.out.bytes()
+	res.Stderr, res.StderrTruncated = c.errw.bytes()
+	if ctx.Err() != nil {
+		return res, fmt.Errorf("invocation %s: %w", c.id, context.Cause(ctx))
+	}
+	return res, nil
+}
+
+// cgroupCounter reads one counter of the container's cgroup from the host:
+// v1 file under /sys/fs/cgroup/<controller>/<ns>/<id>/, or the v2 file
+// under /sys/fs/cgroup/<ns>/<id>/. Lines are "key value". Missing files
+// read as 0.
+func cgroupCounter(ns, id, controller, v1File, v2File, key string) int64 {
+	var p string
+	if _, err := os.Stat("/sys/fs/cgroup/cgroup.controllers"); err == nil {
+		p = filepath.Join("/sys/fs/cgroup", ns, id, v2File)
+	} else {
+		p = filepath.Join("/sys/fs/cgroup", controller, ns, id, v1File)
+	}
+	data, err := os.ReadFile(p)
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		f := strings.Fields(line)
+		if len(f) == 2 && f[0] == key {
+			n, _ := strconv.ParseInt(f[1], 10, 64)
+			return n
+		}
+	}
+	return 0
+}
+
+// InitGrace is how long after the profile's timeout corral-init kills
+// every process of the container itself (initctl.Request.DeadlineMS): the
+// supervisor's kill at the timeout normally comes first and reports it;
+// corral-init's holds when the supervisor is gone.
+const InitGrace = 2 * time.Second
