@@ -196,7 +196,7 @@ func (e *Executor) NewSession(ctx context.Context, cfg SessionConfig) (*Session,
 		return nil, err
 	}
 	s := &Session{Policy: p, ID: hex.EncodeToString(id[:]), exec: e, seccomp: sc}
-	if err := e.auditSessionCreated(s.ID, p); err != nil {
+	if err := e.auditSessionCreated(ctx, s.ID, p); err != nil {
 		return nil, err
 	}
 	return s, nil
@@ -217,11 +217,11 @@ func (p *Policy) Check(argv []string) (allowlist.Decision, error) {
 func (s *Session) Exec(ctx context.Context, argv []string, stdout, stderr io.Writer) (*Result, error) {
 	d, err := s.Check(argv)
 	if err != nil {
-		return nil, s.auditRefusal("invocation", argv, err)
+		return nil, s.auditRefusal(ctx, "invocation", argv, err)
 	}
 	res, err := s.ExecWithoutPolicy(ctx, d.Argv, stdout, stderr)
 	if err == nil {
-		err = s.auditOutcome("the command ran", audit.Ran(d.Argv, res.ExitCode, res.Duration, res.LimitsHit))
+		err = s.auditOutcome(ctx, "the command ran", audit.Ran(d.Argv, res.ExitCode, res.Duration, res.LimitsHit))
 	}
 	return res, err
 }
@@ -229,15 +229,15 @@ func (s *Session) Exec(ctx context.Context, argv []string, stdout, stderr io.Wri
 // auditRefusal records a refused invocation (argv is what the agent sent)
 // and returns err, joined with the audit error when the record could not
 // be written.
-func (s *Session) auditRefusal(stage string, argv []string, err error) error {
+func (s *Session) auditRefusal(ctx context.Context, stage string, argv []string, err error) error {
 	rule := err.Error()
 	var r *allowlist.Refusal
 	if errors.As(err, &r) {
 		rule = r.Rule
 	}
 	aerr := errors.Join(
-		s.exec.audit.Log(s.ID, &audit.Invocation{Argv: argv, Decision: audit.Refused, Rule: rule}),
-		s.exec.audit.Log(s.ID, refusalEvent(stage, err)))
+		s.exec.audit.For(ctx).Log(s.ID, &audit.Invocation{Argv: argv, Decision: audit.Refused, Rule: rule}),
+		s.exec.audit.For(ctx).Log(s.ID, refusalEvent(stage, err)))
 	if aerr != nil {
 		return errors.Join(err, fmt.Errorf("the audit log could not record the refusal: %w", aerr))
 	}
@@ -335,6 +335,12 @@ func (s *Session) prepare() error {
 // ignore rule). It waits until no invocation of the session is running,
 // and holds new ones back while it reads.
 func (s *Session) Changes() (*changeset.Set, error) {
+	return s.ChangesContext(context.Background())
+}
+
+// ChangesContext is Changes whose audit records name the peer ctx
+// carries (audit.ContextWithPeer).
+func (s *Session) ChangesContext(ctx context.Context) (*changeset.Set, error) {
 	s.running.Lock()
 	defer s.running.Unlock()
 	s.mu.Lock()
@@ -364,11 +370,11 @@ func (s *Session) Changes() (*changeset.Set, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := s.auditOutcome("collected the change set", &audit.ChangeSet{SHA256: digest, Changes: len(cs.Changes), Violations: len(cs.Violations)}); err != nil {
+	if err := s.auditOutcome(ctx, "collected the change set", &audit.ChangeSet{SHA256: digest, Changes: len(cs.Changes), Violations: len(cs.Violations)}); err != nil {
 		return nil, err
 	}
 	if err := cs.Err(); err != nil {
-		if aerr := s.auditOutcome("refused the change set", refusalEvent("changeset", err)); aerr != nil {
+		if aerr := s.auditOutcome(ctx, "refused the change set", refusalEvent("changeset", err)); aerr != nil {
 			return nil, aerr
 		}
 	}

@@ -142,7 +142,7 @@ func (e *Executor) CreateSession(ctx context.Context, cfg SessionConfig, profile
 	if err != nil {
 		return nil, err
 	}
-	if err := e.auditSessionCreated(id, p); err != nil {
+	if err := e.auditSessionCreated(ctx, id, p); err != nil {
 		return nil, err
 	}
 	dir, _ := e.sessionDir(id)
