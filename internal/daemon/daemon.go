@@ -304,4 +304,3 @@ func orNone(s string) string {
 	}
 	return s
 }
-
