@@ -144,7 +144,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	r = r.WithContext(audit.ContextWithPeer(r.Context(), audit.Peer{UID: p.UID, GID: p.GID, PID: p.PID}))
 	h, pattern := s.mux.Handler(r)
 	if pattern != "" {
-		h.ServeHTTP(w, r)
+		s.mux.ServeHTTP(w, r) // sets the path's values
 		return
 	}
 	rec := &recorder{header: http.Header{}}
@@ -157,7 +157,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		kind, msg = "method_not_allowed", fmt.Sprintf("%s %s: method not allowed (allowed: %s)", r.Method, r.URL.Path, rec.header.Get("Allow"))
 	}
 	status := rec.status
-	if status == 0 {
+	if status == 0 || status/100 == 3 {
+		// The mux redirects unclean paths; an API client never needs that.
 		status = http.StatusNotFound
 	}
 	writeJSON(w, status, api.ErrorBody{Error: api.Error{Kind: kind, Message: msg}})
