@@ -55,7 +55,6 @@ func main() {
 	case "exec":
 		res, err = c.Exec(ctx, args[0], args[1:], nil, nil)
 	case "stream":
-		fmt.Println(`{"started":true}`)
 		res, err = c.Exec(ctx, args[0], args[1:], os.Stderr, os.Stderr)
 	case "read":
 		res, err = c.Read(ctx, args[0], api.Read{Path: args[1]})

@@ -66,8 +66,8 @@ type Error struct {
 	Limits []string `json:"limits,omitempty"`
 }
 
-// Refusal is the allowlist's refusal: Kind "cmd" (the command), "arg" (an
-// option, operand or limit) or "path" (a hidden, invalid or out-of-scope
+// Refusal is the allowlist's refusal: Kind "CMD" (the command), "ARG" (an
+// option, operand or limit) or "PATH" (a hidden, invalid or out-of-scope
 // path); Index is the argv element (-1 when none), Token its text (cut at
 // 256 bytes), Rule the rule that refused it.
 type Refusal struct {
