@@ -708,3 +708,50 @@ func TestExampleClientsStayAlike(t *testing.T) {
 	require.NotEmpty(t, calls(ts))
 }
 
+
+// TestDaemonSocketActivation: started by systemd-socket-activate (the
+// protocol of systemd's .socket units: LISTEN_FDS), the daemon serves on
+// the socket it was passed.
+func TestDaemonSocketActivation(t *testing.T) {
+	activate, err := exec.LookPath("systemd-socket-activate")
+	if err != nil {
+		testutil.Missing(t, "systemd-socket-activate is not installed")
+		return
+	}
+	testutil.Executor(t)
+	require.NoError(t, testutil.BuildCorral())
+	state, sock := daemonDirs(t)
+	require.NoError(t, os.MkdirAll(filepath.Dir(sock), 0o755))
+	// systemd-socket-activate passes no environment but what -E names.
+	cmd := exec.Command(activate, "-l", sock, "-E", "CORRAL_INIT="+os.Getenv("CORRAL_INIT"),
+		testutil.CorralPath(), "--address", testutil.Address(), "--namespace", testutil.Namespace, "--state-dir", state,
+		"--image", testutil.TestImageRef, "daemon", "--socket", filepath.Join(filepath.Dir(sock), "unused.sock"))
+	cmd.Env = append(os.Environ(), "CONTAINERD_ADDRESS="+testutil.Address())
+	stderr := &lockedBuffer{}
+	cmd.Stderr = stderr
+	require.NoError(t, cmd.Start())
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	defer func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case err := <-done:
+			require.NoError(t, err, stderr.String())
+		case <-time.After(60 * time.Second):
+			_ = cmd.Process.Kill()
+			t.Errorf("the activated daemon did not stop:\n%s", stderr.String())
+		}
+		requireDaemonLeftNothing(t, state)
+	}()
+	require.Eventually(t, func() bool { _, err := os.Stat(sock); return err == nil }, 10*time.Second, 50*time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	c := client.New(sock)
+	defer c.Close()
+	v, err := c.Version(ctx)
+	require.NoError(t, err, stderr.String())
+	require.Equal(t, "v1", v.API)
+	require.Contains(t, stderr.String(), "(from systemd)")
+	_, err = os.Stat(filepath.Join(filepath.Dir(sock), "unused.sock"))
+	require.True(t, os.IsNotExist(err), "with a socket passed, --socket is not made")
+}
