@@ -37,6 +37,9 @@ command -v pkg-config >/dev/null || need+=(pkg-config)
 if [ "${CI:-}" = true ]; then
 	command -v node >/dev/null || need+=(nodejs)
 	command -v npm >/dev/null || need+=(npm)
+	# The daemon's examples (Python, Node) and its socket-activation test.
+	command -v python3 >/dev/null || need+=(python3)
+	command -v systemd-socket-activate >/dev/null || need+=(systemd)
 fi
 if [ ${#need[@]} -gt 0 ]; then
 	if [ "$(id -u)" != 0 ]; then
