@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net/http"
 	"os"
@@ -34,7 +35,7 @@ import (
 // daemonProc is a `corral daemon` started by a test, on a state directory
 // and socket of its own.
 type daemonProc struct {
-	t      *testing.T
+	t      testing.TB
 	cmd    *exec.Cmd
 	state  string
 	sock   string
@@ -60,7 +61,7 @@ func daemonDirs(t *testing.T) (state, sock string) {
 
 // startDaemon starts corral daemon on state and sock (with the test image
 // and namespace) and waits until it answers.
-func startDaemon(t *testing.T, state, sock string, extra ...string) *daemonProc {
+func startDaemon(t testing.TB, state, sock string, extra ...string) *daemonProc {
 	t.Helper()
 	testutil.Executor(t) // the test image, and CORRAL_INIT for the child
 	require.NoError(t, testutil.BuildCorral())
@@ -656,7 +657,9 @@ func TestDaemonExamples(t *testing.T) {
 		{"python3", func(repo string) []string {
 			return []string{"../docs/examples/python/corral_client.py", "--socket", sock, "--repo", repo}
 		}, "openwiki/python.md", "python client: ok"},
-		{"node", func(repo string) []string { return []string{"../docs/examples/typescript/corral-client.mjs", sock, repo} }, "openwiki/node.md", "node client: ok"},
+		{"node", func(repo string) []string {
+			return []string{"../docs/examples/typescript/corral-client.mjs", sock, repo}
+		}, "openwiki/node.md", "node client: ok"},
 	} {
 		bin, err := exec.LookPath(ex.name)
 		if err != nil {
@@ -708,7 +711,6 @@ func TestExampleClientsStayAlike(t *testing.T) {
 	require.NotEmpty(t, calls(ts))
 }
 
-
 // TestDaemonSocketActivation: started by systemd-socket-activate (the
 // protocol of systemd's .socket units: LISTEN_FDS), the daemon serves on
 // the socket it was passed.
@@ -754,4 +756,37 @@ func TestDaemonSocketActivation(t *testing.T) {
 	require.Contains(t, stderr.String(), "(from systemd)")
 	_, err = os.Stat(filepath.Join(filepath.Dir(sock), "unused.sock"))
 	require.True(t, os.IsNotExist(err), "with a socket passed, --socket is not made")
+}
+
+// TestDaemonStopCancelsAfterGrace: SIGTERM lets a call in flight run for
+// --grace, then cancels it (its container killed and reaped), and the
+// daemon exits 0 keeping the session.
+func TestDaemonStopCancelsAfterGrace(t *testing.T) {
+	state, sock := daemonDirs(t)
+	d := startDaemon(t, state, sock, "--grace", "2s")
+	c := d.client()
+	ctx := context.Background()
+	repo := newRepo(t, map[string]string{"README.md": "# r\n", "slow.txt": slowLine()})
+	s, err := c.CreateSession(ctx, api.CreateSession{Repo: repo})
+	require.NoError(t, err)
+	done := make(chan error, 1)
+	go func() { _, err := c.Exec(ctx, s.ID, slowArgv, io.Discard, nil); done <- err }()
+	require.Eventually(t, func() bool { return len(runningContainers(t, state)) == 1 }, 60*time.Second, 100*time.Millisecond)
+	start := time.Now()
+	d.stop(true)
+	took := time.Since(start)
+	require.GreaterOrEqual(t, took, 2*time.Second, "calls in flight get the grace")
+	require.Less(t, took, 45*time.Second)
+	require.Error(t, <-done)
+	require.Contains(t, d.stderr.String(), "canceling the calls still running after 2s")
+	require.Empty(t, runningContainers(t, state), "the canceled call's container is gone")
+
+	d2 := startDaemon(t, state, sock)
+	c2 := d2.client()
+	_, err = c2.Session(ctx, s.ID)
+	require.NoError(t, err, "SIGTERM keeps the session")
+	_, err = c2.RemoveSession(ctx, s.ID)
+	require.NoError(t, err)
+	d2.stop(true)
+	requireDaemonLeftNothing(t, state)
 }

@@ -247,7 +247,6 @@ func Run(ctx context.Context, cfg Config, newBackend func(context.Context) (Back
 		ReadTimeout:       60 * time.Second,
 		IdleTimeout:       120 * time.Second,
 		MaxHeaderBytes:    64 << 10,
-		ErrorLog:          nil,
 	}
 	served := make(chan error, 1)
 	go func() { served <- hs.Serve(l) }()
