@@ -18,6 +18,7 @@ import (
 	"github.com/corral-sandbox/corral/sandbox"
 	"github.com/corral-sandbox/corral/sandbox/api"
 	"github.com/corral-sandbox/corral/sandbox/fsop"
+	"go.yaml.in/yaml/v3"
 	"golang.org/x/sys/unix"
 )
 
@@ -95,7 +96,7 @@ func (b *sandboxBackend) Sessions(ctx context.Context) ([]api.Session, error) {
 func sessionOf(rec sandbox.SessionRecord, mounted bool, errText string) api.Session {
 	return api.Session{
 		ID: rec.ID, Repo: rec.Repo, Profile: rec.Profile, ProfileName: rec.ProfileName, Scope: rec.Scope,
-		Page: rec.Page, AgentID: rec.AgentID, ReadOnly: rec.ReadOnly, Created: rec.Created, Mounted: mounted,
+		WriteDir: rec.WriteDir, Page: rec.Page, AgentID: rec.AgentID, ReadOnly: rec.ReadOnly, Created: rec.Created, Mounted: mounted,
 		Version: rec.Version, Error: errText,
 	}
 }
@@ -145,10 +146,12 @@ func (b *sandboxBackend) Create(ctx context.Context, c CreateConfig) (_ api.Sess
 	return sessionOf(*s.Record(), true, ""), nil
 }
 
-func (b *sandboxBackend) Remove(ctx context.Context, id string) (api.Removed, error) {
+func (b *sandboxBackend) Remove(ctx context.Context, id string, discard bool) (api.Removed, error) {
 	out := api.Removed{Removed: id}
 	s, err := b.session(ctx, id)
 	switch {
+	case err == nil && discard:
+		b.forget(id, s)
 	case err == nil:
 		cs, cerr := s.ChangesContext(ctx)
 		if cerr == nil && len(cs.Changes)+len(cs.Violations) > 0 {
@@ -157,12 +160,7 @@ func (b *sandboxBackend) Remove(ctx context.Context, id string) (api.Removed, er
 				return out, fmt.Errorf("keeping the change set of session %s (nothing removed): %w", id, err)
 			}
 		}
-		b.mu.Lock()
-		delete(b.open, id)
-		b.mu.Unlock()
-		if err := s.Close(); err != nil {
-			fmt.Fprintf(b.log, "corral daemon: closing session %s: %v\n", id, err)
-		}
+		b.forget(id, s)
 	case errdefs.IsNotFound(err):
 		return out, err
 	default:
@@ -174,6 +172,26 @@ func (b *sandboxBackend) Remove(ctx context.Context, id string) (api.Removed, er
 		return out, err
 	}
 	return out, nil
+}
+
+// forget closes the open session s and drops it.
+func (b *sandboxBackend) forget(id string, s *sandbox.Session) {
+	b.mu.Lock()
+	delete(b.open, id)
+	b.mu.Unlock()
+	if err := s.Close(); err != nil {
+		fmt.Fprintf(b.log, "corral daemon: closing session %s: %v\n", id, err)
+	}
+}
+
+// Profile returns the session's recorded profile (the bytes it was
+// created with, snapshot in its state directory).
+func (b *sandboxBackend) Profile(ctx context.Context, id string) ([]byte, error) {
+	s, err := b.session(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	return yaml.Marshal(s.Profile)
 }
 
 // keepPatch writes cs's changes as STATE_DIR/patches/<id>.patch; a
@@ -402,9 +420,15 @@ func (b *sandboxBackend) Apply(ctx context.Context, id string, r api.Apply, canW
 	if len(cs.Changes) == 0 && len(cs.Violations) == 0 {
 		return &api.Report{DryRun: true, Items: []api.Item{}, Written: []string{}}, nil
 	}
+	diffs := func(rep *api.Report) *api.Report {
+		if r.Diffs {
+			withDiffs(rep, cs)
+		}
+		return rep
+	}
 	if len(r.Approve) == 0 {
 		rep, err := review.Preview(s.Repo, cs, s.Scope, opts)
-		return report(rep), err
+		return diffs(report(rep)), err
 	}
 	approvals, err := review.ApprovalsFor(cs, s.Scope, r.Approve, opts)
 	if err != nil {
@@ -423,7 +447,30 @@ func (b *sandboxBackend) Apply(ctx context.Context, id string, r api.Apply, canW
 	}
 	opts.Write = !r.DryRun
 	rep, err := review.Apply(s.Repo, cs, s.Scope, approvals, opts)
-	return report(rep), err
+	return diffs(report(rep)), err
+}
+
+// withDiffs sets each item's Diff (or DiffError) from its change in cs.
+func withDiffs(rep *api.Report, cs *changeset.Set) {
+	if rep == nil {
+		return
+	}
+	byPath := map[string]changeset.Change{}
+	for _, c := range cs.Changes {
+		byPath[c.Path] = c
+	}
+	for i := range rep.Items {
+		c, ok := byPath[rep.Items[i].Path]
+		if !ok {
+			continue
+		}
+		p, err := changeset.Patch(&changeset.Set{Changes: []changeset.Change{c}})
+		if err != nil {
+			rep.Items[i].DiffError = err.Error()
+			continue
+		}
+		rep.Items[i].Diff = string(p)
+	}
 }
 
 // deepestDir returns dir (repo-relative) or its deepest ancestor that

@@ -26,8 +26,11 @@ type Backend interface {
 	// Create makes a persistent session with the capability c.
 	Create(ctx context.Context, c CreateConfig) (api.Session, error)
 	// Remove removes the session, keeping a non-empty change set as a
-	// patch file.
-	Remove(ctx context.Context, id string) (api.Removed, error)
+	// patch file unless discard.
+	Remove(ctx context.Context, id string, discard bool) (api.Removed, error)
+	// Profile returns the profile the session recorded at creation, as
+	// YAML (profiles.Parse reads it back).
+	Profile(ctx context.Context, id string) ([]byte, error)
 	// Check decides argv in the session; runs nothing.
 	Check(ctx context.Context, id string, argv []string) (api.Decision, error)
 	// Exec runs argv in a fresh container of the session, stdout and
@@ -46,7 +49,8 @@ type Backend interface {
 	Diff(ctx context.Context, id string) (*api.ChangeSet, error)
 	Patch(ctx context.Context, id string) ([]byte, error)
 	// Apply reviews the session's change set, and writes the approved
-	// changes unless r says dry run. canWrite is called with each
+	// changes unless r says dry run; with r.Diffs each item carries its
+	// change as a patch. canWrite is called with each
 	// repository directory the apply would write into (repo-relative,
 	// the deepest one that exists) before anything is written; an error
 	// refuses the apply.

@@ -80,7 +80,7 @@ func (f *fakeBackend) Create(_ context.Context, c CreateConfig) (api.Session, er
 	return s.Session, nil
 }
 
-func (f *fakeBackend) Remove(_ context.Context, id string) (api.Removed, error) {
+func (f *fakeBackend) Remove(_ context.Context, id string, discard bool) (api.Removed, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	s, ok := f.sessions[id]
@@ -89,10 +89,17 @@ func (f *fakeBackend) Remove(_ context.Context, id string) (api.Removed, error) 
 	}
 	delete(f.sessions, id)
 	out := api.Removed{Removed: id}
-	if len(s.files) > 0 {
+	if len(s.files) > 0 && !discard {
 		out.Patch = "/state/patches/" + id + ".patch"
 	}
 	return out, nil
+}
+
+func (f *fakeBackend) Profile(_ context.Context, id string) ([]byte, error) {
+	if _, err := f.get(id); err != nil {
+		return nil, err
+	}
+	return []byte("name: docs\ncommands: [ls, cat]\n"), nil
 }
 
 func refuse(argv []string) error {

@@ -119,6 +119,7 @@ func (s *Server) routes() []route {
 		{"POST /v1/sessions/{id}/files:write", s.write},
 		{"POST /v1/sessions/{id}/files:edit", s.edit},
 		{"GET /v1/sessions/{id}/diff", s.diff},
+		{"GET /v1/sessions/{id}/profile", s.profile},
 		{"POST /v1/sessions/{id}/apply", s.apply},
 	}
 }
@@ -340,7 +341,7 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 	now := s.now()
 	if err := s.owners.add(sess.ID, ownerRecord{UID: p.UID, GID: p.GID, IdleTTL: ttl, LastUsed: now}); err != nil {
 		// Without its owner record the session would be root's: remove it.
-		_, rerr := s.b.Remove(context.WithoutCancel(r.Context()), sess.ID)
+		_, rerr := s.b.Remove(context.WithoutCancel(r.Context()), sess.ID, true)
 		s.fail(w, r, errors.Join(err, rerr))
 		return
 	}
@@ -408,7 +409,16 @@ func (s *Server) remove(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	rm, err := s.removeSession(r.Context(), id)
+	var discard bool
+	switch v := r.URL.Query().Get("discard"); v {
+	case "", "false":
+	case "true":
+		discard = true
+	default:
+		s.fail(w, r, fmt.Errorf("discard %q: %w: want true or false", v, errdefs.ErrInvalidArgument))
+		return
+	}
+	rm, err := s.removeSession(r.Context(), id, discard)
 	if err != nil {
 		s.fail(w, r, notFound(id, err))
 		return
@@ -416,8 +426,8 @@ func (s *Server) remove(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, rm)
 }
 
-func (s *Server) removeSession(ctx context.Context, id string) (api.Removed, error) {
-	rm, err := s.b.Remove(ctx, id)
+func (s *Server) removeSession(ctx context.Context, id string, discard bool) (api.Removed, error) {
+	rm, err := s.b.Remove(ctx, id, discard)
 	if err != nil {
 		return rm, err
 	}
@@ -468,7 +478,7 @@ func (s *Server) pruneSessions(ctx context.Context, list []api.Session, limit fu
 		if now.Sub(sess.LastUsed) < threshold {
 			continue
 		}
-		rm, err := s.removeSession(ctx, sess.ID)
+		rm, err := s.removeSession(ctx, sess.ID, false)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("session %s: %w", sess.ID, err))
 			continue
@@ -681,6 +691,21 @@ func (s *Server) diff(w http.ResponseWriter, r *http.Request) {
 	default:
 		s.fail(w, r, fmt.Errorf("format %q: %w: want json, patch or stat", format, errdefs.ErrInvalidArgument))
 	}
+}
+
+// profile is GET /v1/sessions/{id}/profile: the profile the session
+// recorded, for a client that reports its limits as the CLI does.
+func (s *Server) profile(w http.ResponseWriter, r *http.Request) {
+	id, ok := s.session(w, r)
+	if !ok {
+		return
+	}
+	doc, err := s.b.Profile(r.Context(), id)
+	if err != nil {
+		s.fail(w, r, notFound(id, err))
+		return
+	}
+	writeText(w, api.MediaYAML, doc)
 }
 
 func writeText(w http.ResponseWriter, ct string, b []byte) {

@@ -224,6 +224,11 @@ func TestEveryRouteAnswersAsDocumented(t *testing.T) {
 	rep, err := c.Apply(ctx, s.ID, api.Apply{})
 	require.NoError(t, err)
 	require.True(t, rep.DryRun)
+	_, err = c.Apply(ctx, s.ID, api.Apply{Diffs: true})
+	require.NoError(t, err)
+	prof, err := c.Profile(ctx, s.ID)
+	require.NoError(t, err)
+	require.Contains(t, string(prof), "name: docs")
 	rep, err = c.Apply(ctx, s.ID, api.Apply{Approve: []string{fakeToken}, DryRun: true})
 	require.NoError(t, err)
 	require.Equal(t, "would-apply", rep.Items[0].Status)
@@ -274,6 +279,13 @@ func TestEveryRouteAnswersAsDocumented(t *testing.T) {
 	require.Equal(t, s2.ID, rm.Removed)
 	_, err = c.RemoveSession(ctx, s2.ID)
 	requireKind(t, err, api.KindNotFound, 404)
+	s3, err := c.CreateSession(ctx, api.CreateSession{Repo: e.repo})
+	require.NoError(t, err)
+	_, err = c.Write(ctx, s3.ID, api.Write{Path: "openwiki/kept.md", Content: "x"})
+	require.NoError(t, err)
+	rm, err = c.DiscardSession(ctx, s3.ID)
+	require.NoError(t, err)
+	require.Equal(t, api.Removed{Removed: s3.ID}, *rm, "discard keeps no patch")
 
 	// Every route was answered at least once.
 	seen := map[string]bool{}

@@ -28,6 +28,9 @@ const (
 	MediaPatch = "text/x-diff"
 	// MediaText is GET .../diff?format=stat.
 	MediaText = "text/plain; charset=utf-8"
+	// MediaYAML is GET /v1/sessions/{id}/profile: the profile the session
+	// recorded at creation.
+	MediaYAML = "application/yaml"
 )
 
 // DefaultSocket is where the daemon listens unless told otherwise.
@@ -112,7 +115,10 @@ type Session struct {
 	ProfileName string `json:"profile_name"`
 	// Scope is the write scope: a directory ending in "/" or a page; ""
 	// when read-only.
-	Scope    string `json:"scope"`
+	Scope string `json:"scope"`
+	// WriteDir is the writable directory as given at creation (Scope's
+	// source; "" for the default).
+	WriteDir string `json:"write_dir,omitempty"`
 	Page     string `json:"page,omitempty"`
 	AgentID  string `json:"agent_id,omitempty"`
 	ReadOnly bool   `json:"read_only"`
@@ -137,7 +143,7 @@ type Session struct {
 
 // Removed is DELETE /v1/sessions/{id}. Patch, when set, is the host path
 // of the patch file the session's change set was kept in (no file when
-// the set was empty or rejected; see PatchError).
+// the set was empty or rejected, or with ?discard=true; see PatchError).
 type Removed struct {
 	Removed string `json:"removed"`
 	Patch   string `json:"patch,omitempty"`
@@ -390,10 +396,14 @@ type ChangeSet struct {
 // (tokens from a review) the approved changes are written, all or none,
 // unless DryRun. DryRunOnly lists risk classes ("low", "medium", "high")
 // never written even when approved.
+//
+// With Diffs each item of the report carries its change as a unified
+// patch (Item.Diff), for a reviewer who has not fetched the change set.
 type Apply struct {
 	Approve    []string `json:"approve,omitempty"`
 	DryRun     bool     `json:"dry_run,omitempty"`
 	DryRunOnly []string `json:"dry_run_only,omitempty"`
+	Diffs      bool     `json:"diffs,omitempty"`
 }
 
 // Risk is a change's risk class ("low", "medium", "high") recomputed from
@@ -417,6 +427,11 @@ type Item struct {
 	Token        string `json:"token"`
 	Status       string `json:"status,omitempty"`
 	Detail       string `json:"detail,omitempty"`
+	// Diff is the change as a git-style unified patch (Apply.Diffs), and
+	// DiffError why it could not be made; both "" for an item that is no
+	// change of the set.
+	Diff      string `json:"diff,omitempty"`
+	DiffError string `json:"diff_error,omitempty"`
 }
 
 // Report is apply's answer: every change, highest risk first; DryRun is

@@ -198,6 +198,19 @@ func (c *Client) RemoveSession(ctx context.Context, id string) (*api.Removed, er
 	return &v, c.call(ctx, http.MethodDelete, sessionPath(id, ""), nil, &v)
 }
 
+// DiscardSession is DELETE /v1/sessions/{id}?discard=true: the session is
+// removed without keeping its change set.
+func (c *Client) DiscardSession(ctx context.Context, id string) (*api.Removed, error) {
+	var v api.Removed
+	return &v, c.call(ctx, http.MethodDelete, sessionPath(id, "?discard=true"), nil, &v)
+}
+
+// Profile is GET /v1/sessions/{id}/profile: the YAML of the profile the
+// session recorded at creation (profiles.Parse reads it).
+func (c *Client) Profile(ctx context.Context, id string) ([]byte, error) {
+	return c.text(ctx, sessionPath(id, "/profile"))
+}
+
 // Prune is POST /v1/sessions/prune: idleFor is a Go duration, or "" for
 // each session's own idle TTL.
 func (c *Client) Prune(ctx context.Context, idleFor string) (*api.Pruned, error) {
