@@ -253,14 +253,18 @@ func (b *sandboxBackend) Exec(ctx context.Context, id string, argv []string, std
 	return &api.ExecResult{
 		Argv: res.Argv, ExitCode: res.ExitCode, DurationNS: int64(res.Duration), LimitsHit: nonNil(res.LimitsHit),
 		Stdout: res.Stdout, Stderr: res.Stderr, StdoutTruncated: res.StdoutTruncated, StderrTruncated: res.StderrTruncated,
-		Changes: changes(cs.Changes), Violations: problems(cs.Violations), NewViolations: problems(introduced),
+		Changes: changes(cs.Changes, false), Violations: problems(cs.Violations), NewViolations: problems(introduced), Stat: cs.Stat(),
 	}, nil
 }
 
-func changes(cs []changeset.Change) []api.Change {
+// changes converts cs, with each change's bytes when contents.
+func changes(cs []changeset.Change, contents bool) []api.Change {
 	out := make([]api.Change, len(cs))
 	for i, c := range cs {
 		out[i] = api.Change{Path: c.Path, Kind: string(c.Kind), BeforeSHA256: c.BeforeSHA256, AfterSHA256: c.AfterSHA256, Size: c.Size, Mode: uint32(c.Mode)}
+		if contents {
+			out[i].Before, out[i].After = c.Before, c.After
+		}
 	}
 	return out
 }
@@ -370,7 +374,7 @@ func (b *sandboxBackend) Edit(ctx context.Context, id string, r api.Edit) (*api.
 	return &out, nil
 }
 
-func (b *sandboxBackend) Diff(ctx context.Context, id string) (*api.ChangeSet, error) {
+func (b *sandboxBackend) Diff(ctx context.Context, id string, contents bool) (*api.ChangeSet, error) {
 	s, err := b.session(ctx, id)
 	if err != nil {
 		return nil, err
@@ -379,7 +383,7 @@ func (b *sandboxBackend) Diff(ctx context.Context, id string) (*api.ChangeSet, e
 	if err != nil {
 		return nil, fmt.Errorf("collecting the change set: %w", err)
 	}
-	return &api.ChangeSet{Changes: changes(cs.Changes), Violations: problems(cs.Violations), Stat: cs.Stat()}, nil
+	return &api.ChangeSet{Changes: changes(cs.Changes, contents), Violations: problems(cs.Violations), Stat: cs.Stat()}, nil
 }
 
 func (b *sandboxBackend) Patch(ctx context.Context, id string) ([]byte, error) {

@@ -44,9 +44,10 @@ type Backend interface {
 	Search(ctx context.Context, id string, r api.Search) (*api.SearchResult, error)
 	Write(ctx context.Context, id string, r api.Write, content []byte) (*api.WriteResult, error)
 	Edit(ctx context.Context, id string, r api.Edit) (*api.WriteResult, error)
-	// Diff collects the session's change set; Patch renders it as a
-	// unified patch (a *changeset.RejectedError when it has violations).
-	Diff(ctx context.Context, id string) (*api.ChangeSet, error)
+	// Diff collects the session's change set (each change with its
+	// bytes when contents); Patch renders it as a unified patch (a
+	// *changeset.RejectedError when it has violations).
+	Diff(ctx context.Context, id string, contents bool) (*api.ChangeSet, error)
 	Patch(ctx context.Context, id string) ([]byte, error)
 	// Apply reviews the session's change set, and writes the approved
 	// changes unless r says dry run; with r.Diffs each item carries its

@@ -252,7 +252,7 @@ func (f *fakeBackend) changes(s *fakeSession) []api.Change {
 	return out
 }
 
-func (f *fakeBackend) Diff(_ context.Context, id string) (*api.ChangeSet, error) {
+func (f *fakeBackend) Diff(_ context.Context, id string, _ bool) (*api.ChangeSet, error) {
 	s, err := f.get(id)
 	if err != nil {
 		return nil, err

@@ -666,16 +666,25 @@ func (s *Server) diff(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	format := r.URL.Query().Get("format")
+	var contents bool
+	switch v := r.URL.Query().Get("contents"); v {
+	case "", "false":
+	case "true":
+		contents = true
+	default:
+		s.fail(w, r, fmt.Errorf("contents %q: %w: want true or false", v, errdefs.ErrInvalidArgument))
+		return
+	}
 	switch format {
 	case "", "json":
-		cs, err := s.b.Diff(r.Context(), id)
+		cs, err := s.b.Diff(r.Context(), id, contents)
 		if err != nil {
 			s.fail(w, r, notFound(id, err))
 			return
 		}
 		writeJSON(w, http.StatusOK, cs)
 	case "stat":
-		cs, err := s.b.Diff(r.Context(), id)
+		cs, err := s.b.Diff(r.Context(), id, false)
 		if err != nil {
 			s.fail(w, r, notFound(id, err))
 			return

@@ -215,6 +215,8 @@ func TestEveryRouteAnswersAsDocumented(t *testing.T) {
 	cs, err := c.Diff(ctx, s.ID)
 	require.NoError(t, err)
 	require.Len(t, cs.Changes, 2)
+	_, err = c.DiffContents(ctx, s.ID)
+	require.NoError(t, err)
 	patch, err := c.Patch(ctx, s.ID)
 	require.NoError(t, err)
 	require.Contains(t, string(patch), "+++ b/openwiki/a.md")

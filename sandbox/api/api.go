@@ -222,6 +222,8 @@ type ExecResult struct {
 	// NewViolations are the violations this call introduced (the CLI
 	// exits 123 exactly when there are any).
 	NewViolations []Problem `json:"new_violations"`
+	// Stat is the change set's one-line-per-change summary (ChangeSet.Stat).
+	Stat string `json:"stat"`
 }
 
 // ExecEvent is one line of a streamed exec: exactly one field is set.
@@ -372,6 +374,11 @@ type Change struct {
 	AfterSHA256  string `json:"after_sha256"`
 	Size         int64  `json:"size"`
 	Mode         uint32 `json:"mode"`
+	// Before and After are the file's bytes on each side (base64), only
+	// in GET .../diff?format=json&contents=true; absent for the absent
+	// side.
+	Before []byte `json:"before,omitempty"`
+	After  []byte `json:"after,omitempty"`
 }
 
 // Problem is a path and why it stops a change set, an apply or a patch.
@@ -382,7 +389,8 @@ type Problem struct {
 }
 
 // ChangeSet is GET /v1/sessions/{id}/diff?format=json (the default):
-// the session's change set so far. Any violation rejects it (the patch
+// the session's change set so far; with contents=true each change carries
+// its bytes. Any violation rejects it (the patch
 // form is then refused with kind rejected).
 type ChangeSet struct {
 	Changes    []Change  `json:"changes"`

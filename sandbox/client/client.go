@@ -326,6 +326,13 @@ func (c *Client) Diff(ctx context.Context, id string) (*api.ChangeSet, error) {
 	return &v, c.call(ctx, http.MethodGet, sessionPath(id, "/diff?format=json"), nil, &v)
 }
 
+// DiffContents is GET /v1/sessions/{id}/diff?format=json&contents=true:
+// the change set with each change's bytes.
+func (c *Client) DiffContents(ctx context.Context, id string) (*api.ChangeSet, error) {
+	var v api.ChangeSet
+	return &v, c.call(ctx, http.MethodGet, sessionPath(id, "/diff?format=json&contents=true"), nil, &v)
+}
+
 // Patch is GET /v1/sessions/{id}/diff?format=patch: the change set as a
 // git-style unified patch; a set with violations is an error that
 // errors.As turns into *changeset.RejectedError.
