@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -315,6 +316,11 @@ func (s *Session) start(ctx context.Context, c *container, req initctl.Request, 
 	}
 	res.Stdout, res.StdoutTruncated = c.out.bytes()
 	res.Stderr, res.StderrTruncated = c.errw.bytes()
+	// A tool that wrote past the cap and exited before the copy reached
+	// it was cut all the same: the limit is hit whichever came first.
+	if (res.StdoutTruncated || res.StderrTruncated) && !slices.Contains(res.LimitsHit, LimitOutput) {
+		res.LimitsHit = append(res.LimitsHit, LimitOutput)
+	}
 	c.out.setTarget(nil)
 	c.errw.setTarget(nil)
 	if ctx.Err() != nil {

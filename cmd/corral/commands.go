@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -11,6 +12,8 @@ import (
 	"github.com/corral-sandbox/corral/mounts/changeset"
 	"github.com/corral-sandbox/corral/profiles"
 	"github.com/corral-sandbox/corral/sandbox"
+	"github.com/corral-sandbox/corral/sandbox/api"
+	"github.com/corral-sandbox/corral/sandbox/client"
 	"github.com/spf13/cobra"
 )
 
@@ -22,6 +25,10 @@ type globalFlags struct {
 	runtime   string
 	image     string
 	audit     string
+	// daemon is the socket of corral's daemon to go through; noDaemon
+	// forces standalone (see daemonClient).
+	daemon   string
+	noDaemon bool
 }
 
 // config is the executor configuration of a one-call process: containers
@@ -47,6 +54,8 @@ func newRootCommand() *cobra.Command {
 	pf.StringVar(&g.runtime, "runtime", sandbox.DefaultRuntime, "containerd runtime (shim) name")
 	pf.StringVar(&g.audit, "audit", "", "also append the audit events (JSON lines) to FILE; they always go to STATE-DIR/audit.log")
 	pf.StringVar(&g.image, "image", "", "tools image (default "+sandbox.DefaultImageRef+", built from this machine's binaries on first use)")
+	pf.StringVar(&g.daemon, "daemon", "", "go through the corral daemon on this socket (default $"+client.EnvSocket+", else "+api.DefaultSocket+" when it answers and no executor flag is given)")
+	pf.BoolVar(&g.noDaemon, "no-daemon", false, "run standalone, in this process, even when a daemon answers")
 	root.AddCommand(newRunCommand(g), newCheckCommand(), newImageCommand(g), newGCCommand(g), newProfilesCommand(), newApplyCommand(g))
 	root.AddCommand(newSessionCommand(g), newServeCommand(g), newFSCommand(), newDaemonCommand(g))
 	return root
@@ -168,6 +177,27 @@ func runOnce(cmd *cobra.Command, g *globalFlags, sf *sessionFlags, diffOut strin
 	if sf.page != "" && sf.readOnly {
 		return usageError(errors.New("--page and --read-only exclude each other"))
 	}
+	cfg := sandbox.SessionConfig{Repo: sf.repo, Profile: prof, Page: sf.page, ReadOnly: sf.readOnly}
+	o := reportOptions{json: sf.json, quiet: sf.quiet, diffOut: diffOut}
+	c, err := g.daemonClient(cmd)
+	if err != nil {
+		return err
+	}
+	if c != nil {
+		// A session of the daemon for this one call, removed after it
+		// with what it wrote, as a standalone run's.
+		defer c.Close()
+		req, err := createRequest(cfg, profileSource(sf.profile))
+		if err != nil {
+			return err
+		}
+		s, err := c.CreateSession(ctx, req)
+		if err != nil {
+			return refusalOr(err)
+		}
+		defer c.DiscardSession(context.WithoutCancel(ctx), s.ID)
+		return execAndReport(cmd, &remoteSession{c: c, id: s.ID}, prof, argv, o, "")
+	}
 	log := stderr
 	if sf.quiet {
 		log = io.Discard
@@ -177,12 +207,53 @@ func runOnce(cmd *cobra.Command, g *globalFlags, sf *sessionFlags, diffOut strin
 		return &exitError{code: exitFailed, err: err}
 	}
 	defer exec.Close()
-	sess, err := exec.NewSession(ctx, sandbox.SessionConfig{Repo: sf.repo, Profile: prof, Page: sf.page, ReadOnly: sf.readOnly})
+	sess, err := exec.NewSession(ctx, cfg)
 	if err != nil {
 		return refusalOr(err)
 	}
 	defer sess.Close()
-	return execAndReport(cmd, sess, prof, argv, reportOptions{json: sf.json, quiet: sf.quiet, diffOut: diffOut})
+	return execAndReport(cmd, localSession{sess}, prof, argv, o, "")
+}
+
+// caller is the session execAndReport runs a command in: one in this
+// process (localSession) or one of corral's daemon (remoteSession).
+type caller interface {
+	// call runs argv, streaming its output to stdout and stderr unless
+	// they are nil, and collects the change set after it.
+	call(ctx context.Context, argv []string, stdout, stderr io.Writer) (*callResult, error)
+	// patch renders the session's change set cs (as call returned it,
+	// without violations) as a unified patch.
+	patch(ctx context.Context, cs *changeset.Set) ([]byte, error)
+}
+
+// callResult is a call's outcome: the result, the session's change set
+// after it, the violations the call introduced and the set's summary.
+type callResult struct {
+	res        *sandbox.Result
+	cs         *changeset.Set
+	introduced []changeset.Problem
+	stat       func() string
+}
+
+// localSession is a session in this process.
+type localSession struct{ *sandbox.Session }
+
+func (l localSession) call(ctx context.Context, argv []string, stdout, stderr io.Writer) (*callResult, error) {
+	res, err := l.Exec(ctx, argv, stdout, stderr)
+	if err != nil {
+		return nil, refusalOr(err)
+	}
+	// Exit 123 belongs to the call that made a violation: a later call
+	// exits with the tool's own code while the set stays rejected.
+	cs, introduced, err := l.CallChangesContext(ctx)
+	if err != nil {
+		return nil, &exitError{code: exitFailed, err: fmt.Errorf("collecting the change set: %w", err)}
+	}
+	return &callResult{res: res, cs: cs, introduced: introduced, stat: cs.Stat}, nil
+}
+
+func (l localSession) patch(_ context.Context, cs *changeset.Set) ([]byte, error) {
+	return changeset.Patch(cs)
 }
 
 // reportOptions are how execAndReport reports.
@@ -193,8 +264,9 @@ type reportOptions struct {
 }
 
 // execAndReport runs argv in the session and reports like `corral run`:
-// streamed output or a JSON object, the change set, the exit code.
-func execAndReport(cmd *cobra.Command, sess *sandbox.Session, prof *profiles.Profile, argv []string, o reportOptions) error {
+// streamed output or a JSON object, the change set, the exit code. The
+// JSON names session id when it is not "".
+func execAndReport(cmd *cobra.Command, sess caller, prof *profiles.Profile, argv []string, o reportOptions, id string) error {
 	asJSON, diffOut := o.json, o.diffOut
 	ctx := cmd.Context()
 	stdout, stderr := cmd.OutOrStdout(), cmd.ErrOrStderr()
@@ -202,18 +274,17 @@ func execAndReport(cmd *cobra.Command, sess *sandbox.Session, prof *profiles.Pro
 	if asJSON {
 		streamOut, streamErr = nil, nil
 	}
-	res, err := sess.Exec(ctx, argv, streamOut, streamErr)
+	cr, err := sess.call(ctx, argv, streamOut, streamErr)
 	if err != nil {
+		var ee *exitError
+		if errors.As(err, &ee) {
+			return err
+		}
 		return refusalOr(err)
 	}
-	// Exit 123 belongs to the call that made a violation: a later call
-	// exits with the tool's own code while the set stays rejected.
-	cs, introduced, err := sess.CallChanges()
-	if err != nil {
-		return &exitError{code: exitFailed, err: fmt.Errorf("collecting the change set: %w", err)}
-	}
+	res, cs, introduced := cr.res, cr.cs, cr.introduced
 	if diffOut != "" && cs.Err() == nil {
-		patch, err := changeset.Patch(cs)
+		patch, err := sess.patch(ctx, cs)
 		if err != nil {
 			return &exitError{code: exitFailed, err: err}
 		}
@@ -255,9 +326,7 @@ func execAndReport(cmd *cobra.Command, sess *sandbox.Session, prof *profiles.Pro
 		if verdict != nil {
 			out.Error = jsonErrorOf(code, verdict)
 		}
-		if rec := sess.Record(); rec != nil {
-			out.Session = rec.ID
-		}
+		out.Session = id
 		if err := writeJSON(stdout, out); err != nil {
 			return err
 		}
@@ -273,7 +342,7 @@ func execAndReport(cmd *cobra.Command, sess *sandbox.Session, prof *profiles.Pro
 		fmt.Fprintf(stderr, "corral: output cut at %s per stream\n", prof.Resources.Output)
 	}
 	if len(cs.Changes) > 0 && !o.quiet {
-		fmt.Fprintf(stderr, "corral: %s", cs.Stat())
+		fmt.Fprintf(stderr, "corral: %s", cr.stat())
 	}
 	switch {
 	case len(introduced) > 0:

@@ -12,7 +12,8 @@
 //     set's *changeset.RejectedError, or a file tool's *FileError, with the
 //     same fields as in-process.
 //
-// A Client is safe for concurrent use. The caller must call Close.
+// A method's answer is nil when it returns an error. A Client is safe
+// for concurrent use. The caller must call Close.
 package client
 
 import (
@@ -160,24 +161,31 @@ func (c *Client) call(ctx context.Context, method, path string, body, out any) e
 	return nil
 }
 
+// answer sends body and decodes a JSON answer into a new T; nil on
+// error.
+func answer[T any](ctx context.Context, c *Client, method, path string, body any) (*T, error) {
+	var v T
+	if err := c.call(ctx, method, path, body, &v); err != nil {
+		return nil, err
+	}
+	return &v, nil
+}
+
 func sessionPath(id, tail string) string { return "/v1/sessions/" + url.PathEscape(id) + tail }
 
 // Version is GET /v1/version.
 func (c *Client) Version(ctx context.Context) (*api.VersionInfo, error) {
-	var v api.VersionInfo
-	return &v, c.call(ctx, http.MethodGet, "/v1/version", nil, &v)
+	return answer[api.VersionInfo](ctx, c, http.MethodGet, "/v1/version", nil)
 }
 
 // Health is GET /v1/health.
 func (c *Client) Health(ctx context.Context) (*api.Health, error) {
-	var v api.Health
-	return &v, c.call(ctx, http.MethodGet, "/v1/health", nil, &v)
+	return answer[api.Health](ctx, c, http.MethodGet, "/v1/health", nil)
 }
 
 // CreateSession is POST /v1/sessions.
 func (c *Client) CreateSession(ctx context.Context, req api.CreateSession) (*api.Session, error) {
-	var v api.Session
-	return &v, c.call(ctx, http.MethodPost, "/v1/sessions", req, &v)
+	return answer[api.Session](ctx, c, http.MethodPost, "/v1/sessions", req)
 }
 
 // Sessions is GET /v1/sessions: the caller's sessions.
@@ -188,21 +196,18 @@ func (c *Client) Sessions(ctx context.Context) ([]api.Session, error) {
 
 // Session is GET /v1/sessions/{id}.
 func (c *Client) Session(ctx context.Context, id string) (*api.Session, error) {
-	var v api.Session
-	return &v, c.call(ctx, http.MethodGet, sessionPath(id, ""), nil, &v)
+	return answer[api.Session](ctx, c, http.MethodGet, sessionPath(id, ""), nil)
 }
 
 // RemoveSession is DELETE /v1/sessions/{id}.
 func (c *Client) RemoveSession(ctx context.Context, id string) (*api.Removed, error) {
-	var v api.Removed
-	return &v, c.call(ctx, http.MethodDelete, sessionPath(id, ""), nil, &v)
+	return answer[api.Removed](ctx, c, http.MethodDelete, sessionPath(id, ""), nil)
 }
 
 // DiscardSession is DELETE /v1/sessions/{id}?discard=true: the session is
 // removed without keeping its change set.
 func (c *Client) DiscardSession(ctx context.Context, id string) (*api.Removed, error) {
-	var v api.Removed
-	return &v, c.call(ctx, http.MethodDelete, sessionPath(id, "?discard=true"), nil, &v)
+	return answer[api.Removed](ctx, c, http.MethodDelete, sessionPath(id, "?discard=true"), nil)
 }
 
 // Profile is GET /v1/sessions/{id}/profile: the YAML of the profile the
@@ -214,15 +219,13 @@ func (c *Client) Profile(ctx context.Context, id string) ([]byte, error) {
 // Prune is POST /v1/sessions/prune: idleFor is a Go duration, or "" for
 // each session's own idle TTL.
 func (c *Client) Prune(ctx context.Context, idleFor string) (*api.Pruned, error) {
-	var v api.Pruned
-	return &v, c.call(ctx, http.MethodPost, "/v1/sessions/prune", api.Prune{IdleFor: idleFor}, &v)
+	return answer[api.Pruned](ctx, c, http.MethodPost, "/v1/sessions/prune", api.Prune{IdleFor: idleFor})
 }
 
 // Check is POST /v1/sessions/{id}/check; a refusal is an error that
 // errors.As turns into *allowlist.Refusal.
 func (c *Client) Check(ctx context.Context, id string, argv []string) (*api.Decision, error) {
-	var v api.Decision
-	return &v, c.call(ctx, http.MethodPost, sessionPath(id, "/check"), api.Check{Argv: argv}, &v)
+	return answer[api.Decision](ctx, c, http.MethodPost, sessionPath(id, "/check"), api.Check{Argv: argv})
 }
 
 // Exec is POST /v1/sessions/{id}/exec. When stdout or stderr is set the
@@ -232,8 +235,7 @@ func (c *Client) Check(ctx context.Context, id string, argv []string) (*api.Deci
 // the daemon kills the container.
 func (c *Client) Exec(ctx context.Context, id string, argv []string, stdout, stderr io.Writer) (*api.ExecResult, error) {
 	if stdout == nil && stderr == nil {
-		var v api.ExecResult
-		return &v, c.call(ctx, http.MethodPost, sessionPath(id, "/exec"), api.Exec{Argv: argv}, &v)
+		return answer[api.ExecResult](ctx, c, http.MethodPost, sessionPath(id, "/exec"), api.Exec{Argv: argv})
 	}
 	resp, err := c.do(ctx, http.MethodPost, sessionPath(id, "/exec"), api.Exec{Argv: argv, Stream: true}, api.MediaNDJSON)
 	if err != nil {
@@ -286,51 +288,43 @@ func (c *Client) Exec(ctx context.Context, id string, argv []string, stdout, std
 
 // Read is POST /v1/sessions/{id}/files:read.
 func (c *Client) Read(ctx context.Context, id string, req api.Read) (*api.ReadResult, error) {
-	var v api.ReadResult
-	return &v, c.call(ctx, http.MethodPost, sessionPath(id, "/files:read"), req, &v)
+	return answer[api.ReadResult](ctx, c, http.MethodPost, sessionPath(id, "/files:read"), req)
 }
 
 // List is POST /v1/sessions/{id}/files:list.
 func (c *Client) List(ctx context.Context, id string, req api.List) (*api.ListResult, error) {
-	var v api.ListResult
-	return &v, c.call(ctx, http.MethodPost, sessionPath(id, "/files:list"), req, &v)
+	return answer[api.ListResult](ctx, c, http.MethodPost, sessionPath(id, "/files:list"), req)
 }
 
 // Glob is POST /v1/sessions/{id}/files:glob.
 func (c *Client) Glob(ctx context.Context, id string, req api.Glob) (*api.GlobResult, error) {
-	var v api.GlobResult
-	return &v, c.call(ctx, http.MethodPost, sessionPath(id, "/files:glob"), req, &v)
+	return answer[api.GlobResult](ctx, c, http.MethodPost, sessionPath(id, "/files:glob"), req)
 }
 
 // Search is POST /v1/sessions/{id}/files:search.
 func (c *Client) Search(ctx context.Context, id string, req api.Search) (*api.SearchResult, error) {
-	var v api.SearchResult
-	return &v, c.call(ctx, http.MethodPost, sessionPath(id, "/files:search"), req, &v)
+	return answer[api.SearchResult](ctx, c, http.MethodPost, sessionPath(id, "/files:search"), req)
 }
 
 // Write is POST /v1/sessions/{id}/files:write.
 func (c *Client) Write(ctx context.Context, id string, req api.Write) (*api.WriteResult, error) {
-	var v api.WriteResult
-	return &v, c.call(ctx, http.MethodPost, sessionPath(id, "/files:write"), req, &v)
+	return answer[api.WriteResult](ctx, c, http.MethodPost, sessionPath(id, "/files:write"), req)
 }
 
 // Edit is POST /v1/sessions/{id}/files:edit.
 func (c *Client) Edit(ctx context.Context, id string, req api.Edit) (*api.WriteResult, error) {
-	var v api.WriteResult
-	return &v, c.call(ctx, http.MethodPost, sessionPath(id, "/files:edit"), req, &v)
+	return answer[api.WriteResult](ctx, c, http.MethodPost, sessionPath(id, "/files:edit"), req)
 }
 
 // Diff is GET /v1/sessions/{id}/diff?format=json.
 func (c *Client) Diff(ctx context.Context, id string) (*api.ChangeSet, error) {
-	var v api.ChangeSet
-	return &v, c.call(ctx, http.MethodGet, sessionPath(id, "/diff?format=json"), nil, &v)
+	return answer[api.ChangeSet](ctx, c, http.MethodGet, sessionPath(id, "/diff?format=json"), nil)
 }
 
 // DiffContents is GET /v1/sessions/{id}/diff?format=json&contents=true:
 // the change set with each change's bytes.
 func (c *Client) DiffContents(ctx context.Context, id string) (*api.ChangeSet, error) {
-	var v api.ChangeSet
-	return &v, c.call(ctx, http.MethodGet, sessionPath(id, "/diff?format=json&contents=true"), nil, &v)
+	return answer[api.ChangeSet](ctx, c, http.MethodGet, sessionPath(id, "/diff?format=json&contents=true"), nil)
 }
 
 // Patch is GET /v1/sessions/{id}/diff?format=patch: the change set as a
@@ -358,6 +352,5 @@ func (c *Client) text(ctx context.Context, path string) ([]byte, error) {
 // Apply is POST /v1/sessions/{id}/apply. A refused apply or a conflict
 // is an *Error that carries the report (Error.Report).
 func (c *Client) Apply(ctx context.Context, id string, req api.Apply) (*api.Report, error) {
-	var v api.Report
-	return &v, c.call(ctx, http.MethodPost, sessionPath(id, "/apply"), req, &v)
+	return answer[api.Report](ctx, c, http.MethodPost, sessionPath(id, "/apply"), req)
 }
