@@ -27,12 +27,9 @@ fi
 need=()
 command -v debootstrap >/dev/null || need+=(debootstrap)
 command -v buildah >/dev/null || need+=(buildah)
-if [ ${#need[@]} -gt 0 ]; then
-	echo "base-image: installing ${need[*]}" >&2
-	export DEBIAN_FRONTEND=noninteractive
-	apt-get update -qq >&2
-	apt-get install -y -qq --no-install-recommends "${need[@]}" >&2
-fi
+# shellcheck source=hack/apt.sh
+. "$(dirname "$0")/apt.sh"
+apt_install "${need[@]}"
 
 # The mirror the machine already uses (deb822 .sources or one-line .list).
 mirror() {

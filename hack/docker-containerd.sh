@@ -45,10 +45,9 @@ address() {
 
 start() {
 	if ! command -v dockerd >/dev/null; then
-		echo "docker-containerd: installing docker.io" >&2
-		export DEBIAN_FRONTEND=noninteractive
-		apt-get update -qq >&2
-		apt-get install -y -qq --no-install-recommends docker.io >&2
+		# shellcheck source=hack/apt.sh
+		. "$(dirname "$0")/apt.sh"
+		apt_install docker.io
 	fi
 	mkdir -p "$DATA" "$RUN"
 	if ! docker_answers; then
@@ -79,6 +78,14 @@ stop() {
 	fi
 	# dockerd stops the containerd it manages; wait for its socket to go.
 	for _ in $(seq 1 100); do answers "$RUN/containerd/containerd.sock" || break; sleep 0.1; done
+	# libnetwork binds network namespaces under $RUN/netns (the host's own as
+	# "default", once a container used --network host) and leaves them when
+	# dockerd exits; with dockerd gone nothing uses them.
+	if ! docker_answers; then
+		{ awk '{print $5}' /proc/self/mountinfo | grep "^$RUN/netns/" || true; } | while read -r m; do
+			umount "$m" || umount -l "$m"
+		done
+	fi
 }
 
 case "${1:-}" in

@@ -121,8 +121,8 @@ func (h *harness) craftedLayer() {
 	cs, err := changeset.Collect(upper, base, sandbox.DefaultWriteDir, changeset.DefaultLimits())
 	require.NoError(t, err)
 	h.requireViolations(cs, map[string]string{
-		"openwiki/.git":    "hidden path (.git)",
-		"openwiki/.claims": "hidden path (.claims)",
+		"openwiki/.git":    ".git is owned by git and never writable",
+		"openwiki/.claims": ".claims is owned by corral",
 		"openwiki/up":      "symbolic link",
 		"openwiki/null":    "character device 1:3",
 		"openwiki/p":       "fifo",

@@ -30,6 +30,7 @@ import (
 	"github.com/containerd/errdefs"
 	"github.com/containerd/typeurl/v2"
 	"github.com/corral-sandbox/corral/allowlist"
+	"github.com/corral-sandbox/corral/internal/names"
 	"github.com/corral-sandbox/corral/internal/testutil"
 	"github.com/corral-sandbox/corral/mounts"
 	"github.com/corral-sandbox/corral/mounts/changeset"
@@ -264,7 +265,7 @@ func (h *harness) repoFrom(tree, extra map[string]string) string {
 // classify asks the oracle which tree files are hidden and records the
 // bytes of each as a secret.
 func (h *harness) classify() {
-	o := newOracle(h.t, h.repo, docsProfile(h.t).ForcedHides())
+	o := newOracle(h.t, h.repo, docsProfile(h.t).HideLists())
 	for p, content := range h.tree {
 		if strings.HasPrefix(content, "-> ") || strings.HasSuffix(p, "/") {
 			continue
@@ -283,22 +284,40 @@ func (h *harness) classify() {
 
 // --- the oracle ---
 
-// oracle answers "is this path hidden" from git itself, never from
-// corral: git check-ignore --no-index over a mirror of the repository
-// whose ignore files are named .gitignore; the profile's forced patterns
-// asked of git in a second mirror without ignore files (nothing can
-// re-include them); .git at any depth and openwiki/.claims by definition.
+// oracle answers "is this path hidden" from git itself where git has an
+// answer, never from corral's walk: git check-ignore --no-index over a
+// mirror of the repository whose .openwikiignore files are named
+// .gitignore, and, with the gitignore list, over a second mirror holding
+// the repository's own .gitignore files (each rule set on its own: a
+// negation in one never re-includes what the other hides). The built-in
+// name lists are asked of the name table (names.Hidden, folded, at any
+// depth); .git at any depth and openwiki/.claims by definition; a
+// symlink whose target leaves the repository by resolving it with
+// filepath.EvalSymlinks (lexically when it dangles).
 type oracle struct {
-	t              *testing.T
-	ignores, force string
-	home           string
-	cache          map[string]bool
+	t                   *testing.T
+	repo                string
+	lists               []names.List
+	ignores, gitignores string
+	home                string
+	cache               map[string]bool
 }
 
-func newOracle(t *testing.T, repo string, forced []string) *oracle {
+func newOracle(t *testing.T, repo string, lists []names.List) *oracle {
 	t.Helper()
-	o := &oracle{t: t, ignores: t.TempDir(), force: t.TempDir(), home: t.TempDir(), cache: map[string]bool{}}
-	for _, dst := range []string{o.ignores, o.force} {
+	o := &oracle{t: t, repo: repo, lists: lists, ignores: t.TempDir(), home: t.TempDir(), cache: map[string]bool{}}
+	mirrors := []string{o.ignores}
+	if slices.Contains(lists, names.Gitignore) {
+		o.gitignores = t.TempDir()
+		mirrors = append(mirrors, o.gitignores)
+	}
+	for _, dst := range mirrors {
+		// keep is the ignore file whose content this mirror keeps, as
+		// .gitignore.
+		keep := hidden.DefaultIgnoreFileName
+		if dst == o.gitignores {
+			keep = ".gitignore"
+		}
 		err := filepath.Walk(repo, func(p string, info os.FileInfo, err error) error {
 			if err != nil {
 				return err
@@ -323,13 +342,16 @@ func newOracle(t *testing.T, repo string, forced []string) *oracle {
 				return os.Symlink(target, out)
 			case info.IsDir():
 				return os.Mkdir(out, 0o755)
-			case info.Name() == hidden.DefaultIgnoreFileName && dst == o.ignores:
+			case info.Name() == keep && info.Mode().IsRegular():
 				data, err := os.ReadFile(p)
 				if err != nil {
 					return err
 				}
-				if err := os.WriteFile(filepath.Join(filepath.Dir(out), ".gitignore"), data, 0o644); err != nil {
-					return err
+				return os.WriteFile(filepath.Join(filepath.Dir(out), ".gitignore"), data, 0o644)
+			case info.Name() == ".gitignore" && keep != ".gitignore":
+				// Replaced by keep's content, whichever comes first.
+				if _, err := os.Lstat(out); err == nil {
+					return nil
 				}
 				return os.WriteFile(out, nil, 0o644)
 			default:
@@ -339,7 +361,6 @@ func newOracle(t *testing.T, repo string, forced []string) *oracle {
 		require.NoError(t, err)
 		o.git(dst, "init", "-q")
 	}
-	require.NoError(t, os.WriteFile(filepath.Join(o.force, ".git", "info", "exclude"), []byte(strings.Join(forced, "\n")+"\n"), 0o644))
 	return o
 }
 
@@ -356,13 +377,14 @@ func (o *oracle) git(dir string, args ...string) (int, string) {
 	return 0, string(out)
 }
 
+// isGitOrClaims: a component that folds onto .git, or openwiki/.claims
+// (folded), hidden whatever the profile.
 func isGitOrClaims(p string) bool {
-	for _, c := range strings.Split(p, "/") {
-		if strings.EqualFold(c, ".git") {
-			return true
-		}
+	if _, hidden := names.Hidden(p, true); hidden {
+		return true
 	}
-	return strings.EqualFold(p, "openwiki/.claims") || strings.HasPrefix(strings.ToLower(p), "openwiki/.claims/")
+	c := strings.Split(p, "/")
+	return len(c) >= 2 && names.Fold(c[0]) == "openwiki" && names.Fold(c[1]) == ".claims"
 }
 
 // hidden reports whether p or an ancestor is hidden.
@@ -382,7 +404,18 @@ func (o *oracle) ask(p string) bool {
 	if q := path.Dir(p); q != "." && o.hidden(q) {
 		return true
 	}
-	for _, dir := range []string{o.ignores, o.force} {
+	fi, err := os.Lstat(filepath.Join(o.repo, p))
+	isDir := err == nil && (fi.IsDir() || fi.Mode()&os.ModeSymlink != 0)
+	if _, hidden := names.Hidden(p, isDir, o.lists...); hidden {
+		return true
+	}
+	if err == nil && fi.Mode()&os.ModeSymlink != 0 && o.leaves(p) {
+		return true
+	}
+	for _, dir := range []string{o.ignores, o.gitignores} {
+		if dir == "" {
+			continue
+		}
 		code, out := o.git(dir, "check-ignore", "--no-index", "-q", "--", p)
 		switch code {
 		case 0:
@@ -393,6 +426,20 @@ func (o *oracle) ask(p string) bool {
 		}
 	}
 	return false
+}
+
+// leaves reports whether the symlink p resolves outside the repository.
+func (o *oracle) leaves(p string) bool {
+	root, err := filepath.EvalSymlinks(o.repo)
+	require.NoError(o.t, err)
+	full := filepath.Join(o.repo, p)
+	if r, err := filepath.EvalSymlinks(full); err == nil {
+		return r != root && !strings.HasPrefix(r, root+"/")
+	}
+	target, err := os.Readlink(full)
+	require.NoError(o.t, err)
+	lexical := path.Join(path.Dir(p), target)
+	return path.IsAbs(target) || lexical == ".." || strings.HasPrefix(lexical, "../")
 }
 
 // --- sessions ---
@@ -912,7 +959,7 @@ func (h *harness) ignoreCase(rule string) {
 		_, err := allowlist.CheckRead(q.View(), p)
 		var r *allowlist.Refusal
 		require.True(t, errors.As(err, &r), p)
-		if strings.Contains(r.Rule, "profile hides") {
+		if strings.Contains(r.Rule, "profile hides") || strings.HasPrefix(r.Rule, "built-in secrets list") {
 			continue
 		}
 		require.Contains(t, r.Rule, rule, p)

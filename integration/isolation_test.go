@@ -88,7 +88,7 @@ func TestRefusalNamesRuleAndStartsNothing(t *testing.T) {
 		{[]string{"cat", "secrets/key"}, allowlist.KindPath, ".openwikiignore:1 hides secrets/"},
 		{[]string{"cat", ".env"}, allowlist.KindPath, ".openwikiignore:2 hides .env"},
 		{[]string{"cat", "src/link-file"}, allowlist.KindPath, ".openwikiignore:2 hides .env"},
-		{[]string{"cat", ".git/config"}, allowlist.KindPath, ".git is hidden at every depth"},
+		{[]string{"cat", ".git/config"}, allowlist.KindPath, ".git is hidden at any depth"},
 		{[]string{"cat", "openwiki/.claims/a"}, allowlist.KindPath, "openwiki/.claims is owned by corral"},
 		{[]string{"touch", "src/x"}, allowlist.KindPath, "outside the write scope openwiki/"},
 		{[]string{"sh", "-c", "id"}, allowlist.KindCmd, "sh is never allowed"},

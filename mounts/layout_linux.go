@@ -380,49 +380,181 @@ func unmount(target string) error {
 	return nil
 }
 
-// buildWhiteouts fills the whiteout layer: every directory of the
-// repository on the way to a hidden path is mirrored (mode, owner,
-// times), each hidden path becomes a 0:0 character device, and the mount
-// points the repository lacks (the write directory, the page) are made.
-// The repository is read through its bind under rootfs.NoSymlinks.
+// buildWhiteouts fills the whiteout layer: every visible directory of
+// the repository is mirrored (mode, owner, times), each hidden path
+// becomes a 0:0 character device, and the mount points the repository
+// lacks (the write directory, the page) are made. The repository is read
+// with rootfs.Walk through its bind (never through a link), the layer is
+// written relative to open descriptors.
+//
+// Mirroring every directory, not only those on the way to a hidden path,
+// makes every directory of the view an overlay merged directory: the
+// kernel reports st_nlink 1 for all of them (overlayfs does not count
+// the subdirectories of a merged directory) and takes their size and
+// blocks from the whiteout layer's file system, so a directory that holds
+// hidden entries looks like every other (no existence oracle through
+// `find -links` or stat).
 func (l *Layout) buildWhiteouts(hs *hidden.Set) error {
 	repo, err := rootfs.OpenRoot(l.Repo)
 	if err != nil {
 		return err
 	}
 	defer repo.Close()
-	if err := l.mirrorDir(repo, "."); err != nil {
+	wh, err := rootfs.OpenRoot(l.WH)
+	if err != nil {
 		return err
 	}
-	for _, p := range hs.Paths() {
-		if err := l.mirrorDir(repo, path.Dir(p)); err != nil {
-			return err
-		}
-		dst := filepath.Join(l.WH, filepath.FromSlash(p))
-		if err := unix.Mknod(dst, unix.S_IFCHR|0o000, 0); err != nil {
-			return fmt.Errorf("whiteout %s: %w", p, err)
-		}
-	}
-	if l.Plan.ReadOnly {
-		return nil
-	}
-	// Mount points the repository may lack.
-	if err := l.mirrorDir(repo, l.Plan.WriteDir); err != nil {
+	defer wh.Close()
+	m := &mirror{wh: wh, hides: hs.Hides()}
+	m.done = make([]bool, len(m.hides))
+	err = rootfs.Walk(repo, rootfs.Visitor{Dir: m.dir, Entry: m.entry})
+	m.closeAll()
+	if err != nil {
 		return err
 	}
-	if l.Plan.Page != "" {
-		if err := l.mirrorDir(repo, path.Dir(l.Plan.Page)); err != nil {
+	// Hidden paths the walk did not meet (gone since the set was
+	// computed): their whiteouts keep a later copy hidden too.
+	for i, hd := range m.hides {
+		if m.done[i] {
+			continue
+		}
+		if err := l.mirrorDir(repo, path.Dir(hd.Path)); err != nil {
 			return err
 		}
-		if _, err := repo.Lstat(l.Plan.Page, rootfs.NoSymlinks); errors.Is(err, unix.ENOENT) {
-			f, err := os.OpenFile(filepath.Join(l.WH, filepath.FromSlash(l.Plan.Page)), os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
-			if err != nil {
+		if err := unix.Mknodat(wh.Fd(), hd.Path, unix.S_IFCHR|0o000, 0); err != nil && !errors.Is(err, unix.EEXIST) {
+			return fmt.Errorf("whiteout %s: %w", hd.Path, err)
+		}
+	}
+	if !l.Plan.ReadOnly {
+		// Mount points the repository may lack.
+		if err := l.mirrorDir(repo, l.Plan.WriteDir); err != nil {
+			return err
+		}
+		if l.Plan.Page != "" {
+			if err := l.mirrorDir(repo, path.Dir(l.Plan.Page)); err != nil {
 				return err
 			}
-			return f.Close()
+			if _, err := repo.Lstat(l.Plan.Page, rootfs.NoSymlinks); errors.Is(err, unix.ENOENT) {
+				f, err := os.OpenFile(filepath.Join(l.WH, filepath.FromSlash(l.Plan.Page)), os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+				if err != nil {
+					return err
+				}
+				if err := f.Close(); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	// Last, as making entries changes a directory's times.
+	for _, t := range m.times {
+		if err := unix.UtimesNanoAt(wh.Fd(), t.rel, t.ts[:], unix.AT_SYMLINK_NOFOLLOW); err != nil {
+			return fmt.Errorf("mirroring the times of %s: %w", t.rel, err)
 		}
 	}
 	return nil
+}
+
+// mirror is one walk of buildWhiteouts: the layer's directories open on
+// the way down, the hidden paths (in the walk's order, hidden.ComparePaths)
+// with a cursor, and the times to set at the end.
+type mirror struct {
+	wh    *rootfs.Dir
+	stack []mirrored
+	hides []hidden.Hide
+	done  []bool
+	next  int
+	times []dirTimes
+}
+
+// mirrored is a directory of the layer, open.
+type mirrored struct {
+	rel string
+	fd  int
+}
+
+type dirTimes struct {
+	rel string
+	ts  [2]unix.Timespec
+}
+
+// dir mirrors the repository directory d, which the walk entered: made
+// in its parent's mirror (on the stack: the walk is depth first), with
+// d's owner and mode; its times are set at the end.
+func (m *mirror) dir(d *rootfs.Dir, _ []fs.DirEntry) error {
+	st, err := d.Fstat()
+	if err != nil {
+		return err
+	}
+	rel := d.Rel()
+	fd := m.wh.Fd()
+	if rel != "." {
+		parent := path.Dir(rel)
+		for len(m.stack) > 0 && m.stack[len(m.stack)-1].rel != parent {
+			m.pop()
+		}
+		pfd := m.wh.Fd()
+		if len(m.stack) > 0 {
+			pfd = m.stack[len(m.stack)-1].fd
+		}
+		name := path.Base(rel)
+		if err := unix.Mkdirat(pfd, name, 0o700); err != nil && !errors.Is(err, unix.EEXIST) {
+			return fmt.Errorf("mirroring %s: %w", rel, err)
+		}
+		if fd, err = unix.Openat(pfd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0); err != nil {
+			return fmt.Errorf("mirroring %s: %w", rel, err)
+		}
+		m.stack = append(m.stack, mirrored{rel: rel, fd: fd})
+	}
+	// Owner first: chown may clear set-id bits that chmod then restores.
+	if err := unix.Fchown(fd, int(st.Uid), int(st.Gid)); err != nil {
+		return fmt.Errorf("mirroring %s: %w", rel, err)
+	}
+	if err := unix.Fchmod(fd, st.Mode&0o7777); err != nil {
+		return fmt.Errorf("mirroring %s: %w", rel, err)
+	}
+	m.times = append(m.times, dirTimes{rel: rel, ts: [2]unix.Timespec{st.Atim, st.Mtim}})
+	return nil
+}
+
+// entry makes the whiteout of e when it is hidden, and keeps the walk out
+// of a hidden directory. The hidden paths come in the walk's order, so
+// one cursor finds them; a hidden path the walk passes by (gone) is left
+// for buildWhiteouts.
+func (m *mirror) entry(d *rootfs.Dir, e fs.DirEntry) error {
+	if m.next >= len(m.hides) {
+		return nil
+	}
+	p := d.Join(e.Name())
+	for m.next < len(m.hides) && hidden.ComparePaths(m.hides[m.next].Path, p) < 0 {
+		m.next++
+	}
+	if m.next >= len(m.hides) || m.hides[m.next].Path != p {
+		return nil
+	}
+	fd := m.wh.Fd()
+	for len(m.stack) > 0 && m.stack[len(m.stack)-1].rel != d.Rel() {
+		m.pop()
+	}
+	if len(m.stack) > 0 {
+		fd = m.stack[len(m.stack)-1].fd
+	}
+	if err := unix.Mknodat(fd, e.Name(), unix.S_IFCHR|0o000, 0); err != nil {
+		return fmt.Errorf("whiteout %s: %w", p, err)
+	}
+	m.done[m.next] = true
+	m.next++
+	return rootfs.SkipDir
+}
+
+func (m *mirror) pop() {
+	unix.Close(m.stack[len(m.stack)-1].fd)
+	m.stack = m.stack[:len(m.stack)-1]
+}
+
+func (m *mirror) closeAll() {
+	for len(m.stack) > 0 {
+		m.pop()
+	}
 }
 
 // mirrorDir creates the directory rel in the whiteout layer with the mode,

@@ -8,8 +8,10 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/containerd/errdefs"
+	"github.com/corral-sandbox/corral/internal/names"
 	"github.com/corral-sandbox/corral/mounts/hidden"
 	"github.com/moby/sys/mountinfo"
 	"github.com/stretchr/testify/require"
@@ -303,4 +305,123 @@ func TestPrepareUnwindsAHiddenPathBeyondPATHMAX(t *testing.T) {
 	require.Error(t, err)
 	require.Contains(t, err.Error(), "preparing the repository view")
 	requireGone(t, dir)
+}
+
+// TestViewDirectoriesLookAlike is issue 9 item 4: every directory of the
+// view is an overlay merged directory, so directories that hold hidden
+// entries and those that do not report the same st_nlink (1), size,
+// blocks and device, and each keeps the mode, owner and modification
+// time of its repository directory.
+func TestViewDirectoriesLookAlike(t *testing.T) {
+	requireRoot(t)
+	repo := t.TempDir()
+	for p, c := range map[string]string{
+		".openwikiignore":        "secret.txt\nbuild/\n",
+		"a/secret.txt":           "S",
+		"a/visible.txt":          "",
+		"a/sub/x/y/z.txt":        "",
+		"b/visible.txt":          "",
+		"b/sub/c/d/e.txt":        "",
+		"c/build/out":            "",
+		"c/src/main.go":          "",
+		"d/.git/config":          "",
+		"e/many/":                "",
+		"openwiki/pages/p.md":    "",
+		"openwiki/.claims/a.lck": "",
+	} {
+		full := filepath.Join(repo, filepath.FromSlash(p))
+		if strings.HasSuffix(p, "/") {
+			require.NoError(t, os.MkdirAll(full, 0o755))
+			continue
+		}
+		require.NoError(t, os.MkdirAll(filepath.Dir(full), 0o755))
+		require.NoError(t, os.WriteFile(full, []byte(c), 0o644))
+	}
+	for i := range 40 {
+		require.NoError(t, os.Mkdir(filepath.Join(repo, "e/many", fmt.Sprint(i)), 0o755))
+	}
+	require.NoError(t, os.Chmod(filepath.Join(repo, "b"), 0o750))
+	require.NoError(t, os.Chown(filepath.Join(repo, "b/sub"), 1234, 5678))
+	old := time.Date(2001, 2, 3, 4, 5, 6, 0, time.UTC)
+	require.NoError(t, os.Chtimes(filepath.Join(repo, "a"), old, old))
+	hs, err := hidden.Compute(repo, hidden.Options{})
+	require.NoError(t, err)
+	dir := filepath.Join(t.TempDir(), "layout")
+	t.Cleanup(func() { _, _ = Sweep(dir) })
+	l, err := Prepare(dir, Plan{Repo: repo, ReadOnly: true}, hs)
+	require.NoError(t, err)
+	defer l.Close()
+
+	var first *unix.Stat_t
+	dirs := 0
+	err = filepath.WalkDir(l.View, func(p string, d fs.DirEntry, err error) error {
+		require.NoError(t, err)
+		if !d.IsDir() {
+			return nil
+		}
+		dirs++
+		rel, _ := filepath.Rel(l.View, p)
+		var st, want unix.Stat_t
+		require.NoError(t, unix.Lstat(p, &st))
+		require.NoError(t, unix.Lstat(filepath.Join(repo, rel), &want))
+		require.EqualValues(t, 1, st.Nlink, "%s: st_nlink", rel)
+		if first == nil {
+			first = &st
+		}
+		require.Equal(t, first.Dev, st.Dev, "%s: st_dev", rel)
+		require.Equal(t, first.Size, st.Size, "%s: size", rel)
+		require.Equal(t, first.Blocks, st.Blocks, "%s: blocks", rel)
+		require.Equal(t, want.Mode, st.Mode, "%s: mode", rel)
+		require.Equal(t, [2]uint32{want.Uid, want.Gid}, [2]uint32{st.Uid, st.Gid}, "%s: owner", rel)
+		require.Equal(t, want.Mtim, st.Mtim, "%s: mtime", rel)
+		return nil
+	})
+	require.NoError(t, err)
+	require.Equal(t, 56, dirs)
+	for _, p := range []string{"a/secret.txt", "c/build", "d/.git", "openwiki/.claims"} {
+		_, err := os.Lstat(filepath.Join(l.View, p))
+		require.ErrorIs(t, err, fs.ErrNotExist, p)
+	}
+}
+
+// BenchmarkPrepare100k prepares (and closes) the read-only layout of a
+// repository of 100,000 files in 11,111 directories, 1,000 of them
+// holding a hidden file: the cost of mirroring every directory in the
+// whiteout layer.
+func BenchmarkPrepare100k(b *testing.B) {
+	if os.Geteuid() != 0 {
+		b.Skip("mounts need root")
+	}
+	repo := b.TempDir()
+	var mk func(dir string, depth int)
+	mk = func(dir string, depth int) {
+		if depth == 4 {
+			for i := range 10 {
+				name := fmt.Sprintf("f%d.txt", i)
+				if i == 0 && strings.HasSuffix(dir, "0") {
+					name = ".env"
+				}
+				require.NoError(b, os.WriteFile(filepath.Join(dir, name), nil, 0o644))
+			}
+			return
+		}
+		for i := range 10 {
+			d := filepath.Join(dir, fmt.Sprintf("d%d", i))
+			require.NoError(b, os.Mkdir(d, 0o755))
+			mk(d, depth+1)
+		}
+	}
+	mk(repo, 0)
+	hs, err := hidden.Compute(repo, hidden.Options{Lists: []names.List{names.Secrets}})
+	require.NoError(b, err)
+	require.Equal(b, 1000, hs.Len())
+	state := b.TempDir()
+	b.Cleanup(func() { _, _ = Sweep(state) })
+	i := 0
+	for b.Loop() {
+		i++
+		l, err := Prepare(filepath.Join(state, fmt.Sprint(i)), Plan{Repo: repo, ReadOnly: true}, hs)
+		require.NoError(b, err)
+		require.NoError(b, l.Close())
+	}
 }

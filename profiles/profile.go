@@ -326,16 +326,3 @@ func (p *Profile) HideLists() []names.List {
 	}
 	return out
 }
-
-// ForcedHides returns the agent-config list as gitignore patterns
-// (names.Patterns) when the profile hides it, for a view that takes
-// gitignore patterns; no repository file can re-include them.
-//
-// Deprecated: the view is to judge names with names.Hidden and
-// HideLists, which compare folded; gitignore patterns are case-sensitive.
-func (p *Profile) ForcedHides() []string {
-	if !slices.Contains(p.HideLists(), names.AgentConfig) {
-		return nil
-	}
-	return names.Patterns(names.AgentConfig)
-}

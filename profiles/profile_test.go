@@ -15,7 +15,6 @@ func TestHideListsDefault(t *testing.T) {
 	p, err := Parse([]byte(minimal))
 	require.NoError(t, err)
 	assert.Equal(t, []names.List{names.AgentConfig, names.Secrets, names.Gitignore}, p.HideLists())
-	assert.Contains(t, p.ForcedHides(), "AGENTS.md")
 	for _, b := range Builtins() {
 		p, err := Load(b)
 		require.NoError(t, err)
@@ -38,9 +37,6 @@ func TestExpose(t *testing.T) {
 		p, err := Parse([]byte(tc.yaml))
 		require.NoError(t, err, tc.yaml)
 		assert.Equal(t, tc.want, p.HideLists(), tc.yaml)
-		if tc.want == nil || tc.want[0] != names.AgentConfig {
-			assert.Nil(t, p.ForcedHides(), tc.yaml)
-		}
 	}
 }
 

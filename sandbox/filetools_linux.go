@@ -158,7 +158,7 @@ func (s *Session) Glob(ctx context.Context, pattern string, max int) (_ *fsop.Gl
 		return nil, refuse("root-wide glob: a ** pattern must name something (such as **/*.md) or start in a directory (such as src/**)")
 	}
 	if fsop.TargetsGit(pattern) {
-		return nil, refuse(".git is hidden at every depth; globs aimed at it are refused")
+		return nil, refuse(".git is hidden at any depth; globs aimed at it are refused")
 	}
 	comps, literal := fsop.SplitGlob(pattern)
 	if literal > 0 {

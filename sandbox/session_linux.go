@@ -156,7 +156,7 @@ func newPolicy(cfg SessionConfig, hs *hidden.Set) (*Policy, error) {
 	}
 	if hs == nil {
 		hs, err = hidden.Compute(repo, hidden.Options{
-			IgnoreFileName: ".openwikiignore", WriteDir: DefaultWriteDir, Forced: cfg.Profile.ForcedHides(),
+			IgnoreFileName: ".openwikiignore", WriteDir: DefaultWriteDir, Lists: cfg.Profile.HideLists(),
 		})
 		if err != nil {
 			return nil, fmt.Errorf("computing the hidden set: %w", err)

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/corral-sandbox/corral/allowlist"
 	"github.com/corral-sandbox/corral/audit"
 	"github.com/corral-sandbox/corral/internal/names"
 	"github.com/corral-sandbox/corral/profiles"
@@ -16,15 +17,30 @@ import (
 
 func newCheckCommand() *cobra.Command {
 	sf := &sessionFlags{}
+	var explain string
 	cmd := &cobra.Command{
-		Use:   "check --repo DIR [flags] -- CMD ARG...",
-		Short: "Print the policy decision for an argv; runs nothing",
+		Use:   "check --repo DIR [flags] (-- CMD ARG... | --explain PATH)",
+		Short: "Print the policy decision for an argv, or which rule hides a path; runs nothing",
 		Long: `Prints the normalized argv that would run, or the refusal naming its rule.
-Needs no containerd. Exit 0 when permitted, 126 when refused.`,
+Needs no containerd. Exit 0 when permitted, 126 when refused.
+
+With --explain PATH, prints the rule that hides PATH in the session's view
+(".gitignore:3 hides build/", "built-in secrets list: .env (environment files)",
+"hard link of hidden secrets/key.pem", "symlink leaves the repository", ...), or
+"visible"; a path that resolves through a symlink to a hidden one names where
+it resolves. Exit 0 either way; 126 for a PATH that is not a canonical
+repository-relative path.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			argv, err := argvFrom(cmd, args)
-			if err != nil {
-				return err
+			explaining := cmd.Flags().Changed("explain")
+			if explaining && len(args) > 0 {
+				return usageError(fmt.Errorf("--explain takes no command"))
+			}
+			var argv []string
+			if !explaining {
+				var err error
+				if argv, err = argvFrom(cmd, args); err != nil {
+					return err
+				}
 			}
 			prof, err := loadProfile(sf.profile)
 			if err != nil {
@@ -33,6 +49,9 @@ Needs no containerd. Exit 0 when permitted, 126 when refused.`,
 			pol, err := sandbox.NewPolicy(sandbox.SessionConfig{Repo: sf.repo, Profile: prof, Page: sf.page, ReadOnly: sf.readOnly})
 			if err != nil {
 				return refusalOr(err)
+			}
+			if explaining {
+				return explainPath(cmd, pol.View(), explain, sf.json)
 			}
 			d, err := pol.Check(argv)
 			if err != nil {
@@ -46,7 +65,58 @@ Needs no containerd. Exit 0 when permitted, 126 when refused.`,
 		},
 	}
 	sf.add(cmd)
+	cmd.Flags().StringVar(&explain, "explain", "", "print which rule hides PATH (or \"visible\") instead of checking a command")
 	return cmd
+}
+
+// explainOutput is `check --explain --json`'s result. Rule is empty when
+// Hidden is false; Resolved is set when Path is a symlink resolving
+// elsewhere.
+type explainOutput struct {
+	Path     string `json:"path"`
+	Hidden   bool   `json:"hidden"`
+	Rule     string `json:"rule,omitempty"`
+	Resolved string `json:"resolved,omitempty"`
+}
+
+// explainPath prints the rule of view that hides unsafePath, or
+// "visible": first the path as written, then where it resolves. A path
+// that is not canonical is refused (exit 126).
+func explainPath(cmd *cobra.Command, view allowlist.View, unsafePath string, asJSON bool) error {
+	p, err := allowlist.CleanPath(unsafePath)
+	if err == nil && p != unsafePath {
+		err = &allowlist.Refusal{Kind: allowlist.KindPath, Index: -1, Token: unsafePath,
+			Rule: fmt.Sprintf("path is not canonical (it means %q)", p)}
+	}
+	if err != nil {
+		return refusalOr(err)
+	}
+	out := explainOutput{Path: p}
+	out.Rule, out.Hidden = view.Hidden(p)
+	if !out.Hidden {
+		r, err := view.Resolve(p)
+		var ref *allowlist.Refusal
+		switch {
+		case errors.As(err, &ref):
+			out.Rule, out.Hidden = ref.Rule, true
+		case err != nil:
+			return &exitError{code: exitFailed, err: err}
+		case r != p:
+			out.Resolved = r
+			if rule, hidden := view.Hidden(r); hidden {
+				out.Rule, out.Hidden = fmt.Sprintf("resolves to %s: %s", r, rule), true
+			}
+		}
+	}
+	if asJSON {
+		return writeJSON(cmd.OutOrStdout(), out)
+	}
+	line := "visible"
+	if out.Hidden {
+		line = out.Rule
+	}
+	fmt.Fprint(cmd.OutOrStdout(), forTerminal(cmd.OutOrStdout(), line+"\n"))
+	return nil
 }
 
 func quoteArgv(argv []string) string {

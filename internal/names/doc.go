@@ -10,6 +10,7 @@
 //
 //   - Hidden: the built-in hide lists (agent-config, secrets) and the names
 //     hidden in every view (.git), for the view and the read policy;
+//     HiddenEntry judges one entry of a directory, for the view's walk;
 //   - Reserved: the names no sandbox may ever write (.git, git~1, .claims,
 //     ignore files, git control files), for the write policy and the
 //     collector;

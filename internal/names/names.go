@@ -70,6 +70,7 @@ type Entry struct {
 	rule  string // Hidden's rule for an always-hidden entry
 	parts []part // folded components
 	dir   bool   // Pattern ends in '/'
+	order int    // index in the table
 }
 
 // Hit is one entry a path matched.
@@ -86,12 +87,15 @@ type Hit struct {
 }
 
 // HideRule is the rule the view gives for a path this entry hides, e.g.
-// "profile hides agent config .claude/ (Claude Code)" or "profile hides
-// secrets .env (environment files)": a built-in list the profile did not
-// expose.
+// "profile hides agent config .claude/ (Claude Code)" or "built-in
+// secrets list: .env (environment files)": a built-in list the profile
+// did not expose.
 func (e *Entry) HideRule() string {
-	if e.rule != "" {
+	switch {
+	case e.rule != "":
 		return e.rule
+	case e.Hide == Secrets:
+		return fmt.Sprintf("built-in secrets list: %s (%s)", e.Pattern, e.Family)
 	}
 	return fmt.Sprintf("profile hides %s %s (%s)", strings.ReplaceAll(string(e.Hide), "-", " "), e.Pattern, e.Family)
 }
@@ -179,8 +183,8 @@ func Match(p string, isDir bool) []Hit {
 
 // Hidden reports whether p, or one of its ancestors, is hidden by an entry
 // hidden in every view (.git) or by one of lists, and the rule that hides
-// it (the shallowest match), e.g. ".git is hidden at every depth" or
-// "profile hides secrets .env (environment files)". isDir is as for
+// it (the shallowest match), e.g. ".git is hidden at any depth" or
+// "built-in secrets list: .env (environment files)". isDir is as for
 // Match.
 func Hidden(p string, isDir bool, lists ...List) (rule string, hidden bool) {
 	for _, h := range Match(p, isDir) {
@@ -189,6 +193,53 @@ func Hidden(p string, isDir bool, lists ...List) (rule string, hidden bool) {
 		}
 	}
 	return "", false
+}
+
+// HiddenEntry is Hidden for one entry of a directory whose own path is
+// known to be visible, for a walk that judges every entry: dir holds the
+// directory's components and name the entry's, each already folded
+// (Fold), and only entries whose last component is name are tried. It
+// costs one map lookup and the table's wildcard entries, and allocates
+// nothing.
+func HiddenEntry(dir []string, name string, isDir bool, lists ...List) (rule string, hidden bool) {
+	idx := index()
+	var best *Entry
+	try := func(e *Entry) {
+		n := len(e.parts)
+		if n-1 > len(dir) || !e.parts[n-1].match(name) || (e.dir && !isDir) {
+			return
+		}
+		if best != nil && e.order >= best.order {
+			return
+		}
+		if e.Hide != always && (e.Hide == "" || !slices.Contains(lists, e.Hide)) {
+			return
+		}
+		if slices.Contains(e.Except, name) {
+			return
+		}
+		for j, part := range e.parts[:n-1] {
+			if !part.match(dir[len(dir)-(n-1)+j]) {
+				return
+			}
+		}
+		best = e
+	}
+	for _, e := range idx.byLast[name] {
+		try(e)
+	}
+	if i := strings.LastIndexByte(name, '.'); i >= 0 {
+		for _, e := range idx.globByExt[name[i+1:]] {
+			try(e)
+		}
+	}
+	for _, e := range idx.globLast {
+		try(e)
+	}
+	if best == nil {
+		return "", false
+	}
+	return best.HideRule(), true
 }
 
 // Reserved returns why no sandbox may write through a component named
@@ -276,10 +327,15 @@ type tableIndex struct {
 	order     map[*Entry]int
 	byFirst   map[string][]*Entry // by a literal first part
 	globFirst []*Entry            // first part has a '*'
+	byLast    map[string][]*Entry // by a literal last part
+	// A last part with a '*' ending in ".ext" is under globByExt["ext"]
+	// (a name it matches has that extension), any other in globLast.
+	globByExt map[string][]*Entry
+	globLast  []*Entry
 }
 
 var index = sync.OnceValue(func() *tableIndex {
-	idx := &tableIndex{order: map[*Entry]int{}, byFirst: map[string][]*Entry{}}
+	idx := &tableIndex{order: map[*Entry]int{}, byFirst: map[string][]*Entry{}, byLast: map[string][]*Entry{}, globByExt: map[string][]*Entry{}}
 	for i := range table {
 		e := &table[i]
 		p := e.Pattern
@@ -300,10 +356,21 @@ var index = sync.OnceValue(func() *tableIndex {
 		}
 		idx.all = append(idx.all, e)
 		idx.order[e] = i
+		e.order = i
 		if e.parts[0].segs != nil {
 			idx.globFirst = append(idx.globFirst, e)
 		} else {
 			idx.byFirst[e.parts[0].lit] = append(idx.byFirst[e.parts[0].lit], e)
+		}
+		if last := e.parts[len(e.parts)-1]; last.segs != nil {
+			tail := last.segs[len(last.segs)-1]
+			if i := strings.LastIndexByte(tail, '.'); i >= 0 {
+				idx.globByExt[tail[i+1:]] = append(idx.globByExt[tail[i+1:]], e)
+			} else {
+				idx.globLast = append(idx.globLast, e)
+			}
+		} else {
+			idx.byLast[last.lit] = append(idx.byLast[last.lit], e)
 		}
 	}
 	return idx

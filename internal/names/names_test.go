@@ -205,7 +205,11 @@ func TestHiddenFamilies(t *testing.T) {
 		rule, hidden := Hidden(tt.path, tt.isDir, AgentConfig, Secrets)
 		assert.True(t, hidden, "%s (%s) is not hidden", tt.path, tt.family)
 		if tt.list != always {
-			assert.Contains(t, rule, "profile hides "+strings.ReplaceAll(string(tt.list), "-", " ")+" ", tt.path)
+			want := "profile hides agent config "
+			if tt.list == Secrets {
+				want = "built-in secrets list: "
+			}
+			assert.True(t, strings.HasPrefix(rule, want), "%s: %s", tt.path, rule)
 			assert.Contains(t, rule, "("+tt.family+")", tt.path)
 			_, hidden = Hidden(tt.path, tt.isDir, otherList(tt.list))
 			assert.False(t, hidden, "%s is hidden without its list %s", tt.path, tt.list)
@@ -222,6 +226,53 @@ func TestHiddenFamilies(t *testing.T) {
 		if e.Hide != "" {
 			assert.True(t, covered[e.Family], "family %s (%s) has no test", e.Family, e.Pattern)
 		}
+	}
+}
+
+// TestHiddenEntry: judging one entry of a visible directory agrees with
+// Hidden on the whole path, for every test path of the table, its
+// ancestors and look-alike spellings.
+func TestHiddenEntry(t *testing.T) {
+	var paths []string
+	for _, e := range Entries() {
+		p := strings.ReplaceAll(e.Pattern, "*", "x")
+		paths = append(paths, strings.TrimSuffix(p, "/"), "a/"+p+"f", "sub/"+strings.TrimSuffix(p, "/"), fullWidth(strings.TrimSuffix(p, "/"))+".")
+	}
+	paths = append(paths, "README.md", ".env.example", "x/.GIT", "docs/agents.md", ".github/prompts/a.prompt.md", "a/.github/instructions")
+	for _, p := range paths {
+		comps := strings.Split(p, "/")
+		var dir []string
+		for i, c := range comps {
+			q := strings.Join(comps[:i+1], "/")
+			for _, isDir := range []bool{false, true} {
+				for _, lists := range [][]List{nil, {AgentConfig}, {Secrets}, {AgentConfig, Secrets}} {
+					wantRule, want := Hidden(q, isDir, lists...)
+					gotRule, got := HiddenEntry(dir, Fold(c), isDir, lists...)
+					if ancestorHidden(comps[:i], lists) {
+						continue
+					}
+					assert.Equal(t, want, got, "%q isDir=%v lists=%v", q, isDir, lists)
+					assert.Equal(t, wantRule, gotRule, "%q isDir=%v lists=%v", q, isDir, lists)
+				}
+			}
+			dir = append(dir, Fold(c))
+		}
+	}
+}
+
+func ancestorHidden(comps []string, lists []List) bool {
+	for i := range comps {
+		if _, hidden := Hidden(strings.Join(comps[:i+1], "/"), true, lists...); hidden {
+			return true
+		}
+	}
+	return false
+}
+
+func BenchmarkHiddenEntry(b *testing.B) {
+	dir := []string{"src", "internal", "pkg", "module"}
+	for range b.N {
+		HiddenEntry(dir, "file_test.go", false, AgentConfig, Secrets)
 	}
 }
 
@@ -274,8 +325,8 @@ func TestHiddenDirectoryPatterns(t *testing.T) {
 	assert.True(t, hidden)
 	rule, hidden := Hidden(".GIT./hooks/pre-commit", false)
 	assert.True(t, hidden)
-	assert.Equal(t, ".git is hidden at every depth", rule)
-	assert.Equal(t, ".git is hidden at every depth", mustRule(t, "a/b/.git", true))
+	assert.Equal(t, ".git is hidden at any depth", rule)
+	assert.Equal(t, ".git is hidden at any depth", mustRule(t, "a/b/.git", true))
 }
 
 func mustRule(t *testing.T, p string, isDir bool) string {

@@ -18,7 +18,7 @@ var table = []Entry{
 	// or submodule) and its NTFS 8.3 short name:
 	// https://git-scm.com/docs/gitrepository-layout,
 	// https://git-scm.com/docs/git-config#Documentation/git-config.txt-coreprotectNTFS
-	{Pattern: ".git", Family: "git", Hide: always, rule: ".git is hidden at every depth",
+	{Pattern: ".git", Family: "git", Hide: always, rule: ".git is hidden at any depth",
 		Reserved: "is owned by git and never writable", Risk: "git's own metadata"},
 	{Pattern: "git~1", Family: "git", Reserved: "is git's NTFS short name and never writable", Risk: "git's NTFS short name"},
 	// corral's own claim files under the write directory, and the staging

@@ -14,6 +14,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/containerd/errdefs"
+	"github.com/corral-sandbox/corral/internal/names"
 )
 
 // Kind says what a Change does to its path: "create", "modify" or
@@ -184,9 +185,12 @@ func CheckPath(p string) string {
 
 // CheckName validates one path component of a change set and returns ""
 // or the reason it is refused: no control, format (bidi, invisible) or line
-// separator characters, no '"' or '\\', no .git, git~1 or .claims, no
-// ignore files or git control files (case-insensitive, trailing dots and
-// spaces ignored as NTFS does). review applies the same rule at apply.
+// separator characters, no '"' or '\\', and no name the name table
+// reserves (names.Reserved: .git, git~1, .claims, ignore files, git control
+// files, compared folded, so ".Git.", "．claims" and ".claims " are
+// reserved too), e.g. ".claims is owned by corral". The write policy
+// (allowlist) and review apply the same table, so a name is refused where
+// it is first written.
 func CheckName(name string) string { return checkName(name) }
 
 func checkName(name string) string {
@@ -211,18 +215,8 @@ func checkName(name string) string {
 			return fmt.Sprintf("name contains line separator %U", r)
 		}
 	}
-	// Trailing dots and spaces are dropped by NTFS (git's core.protectNTFS
-	// treats ".git." as ".git").
-	folded := strings.ToLower(strings.TrimRight(name, ". "))
-	switch folded {
-	case ".git", "git~1":
-		return "hidden path (.git)"
-	case ".claims":
-		return "hidden path (.claims)"
-	case ".openwikiignore", ".gitignore":
-		return "ignore files cannot be changed from the sandbox"
-	case ".gitattributes", ".gitmodules":
-		return "git control files cannot be changed from the sandbox"
+	if reason := names.Reserved(name); reason != "" {
+		return name + " " + reason
 	}
 	return ""
 }

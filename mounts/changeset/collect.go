@@ -71,10 +71,10 @@ const (
 // link), fifos, sockets, devices other than whiteouts, setuid, setgid, sticky
 // or executable bits, binary content (a NUL byte or invalid UTF-8, before or
 // after), names with control or Unicode format characters (including bidi
-// marks), invalid UTF-8, '"' or '\', any component that is .git or .claims
-// (case-insensitive, ignoring trailing dots and spaces), an ignore file
-// (.openwikiignore, .gitignore) or git control file (.gitattributes,
-// .gitmodules), even with unchanged content, overlay redirect or metacopy
+// marks), invalid UTF-8, '"' or '\', any component the name table reserves
+// (names.Reserved, compared folded: .git, git~1, .claims, an ignore file
+// such as .openwikiignore or .gitignore, a git control file such as
+// .gitattributes), even with unchanged content, overlay redirect or metacopy
 // xattrs, a path that would leave prefix, a change to a base entry that is
 // not a regular file, and the limits of lim. Past MaxFiles the walk stops;
 // beyond MaxDepth it does not descend.

@@ -304,9 +304,9 @@ func TestCollectOverlay(t *testing.T) {
 				`"openwiki/a\nb.md": name contains control character U+000A`,
 				`"openwiki/bad\xff.md": name is not valid UTF-8`,
 				`"openwiki/x\u202egpj.md": name contains format character U+202E (bidi or invisible)`,
-				`openwiki/.claims: hidden path (.claims)`,
-				`openwiki/.git: hidden path (.git)`,
-				`openwiki/.openwikiignore: ignore files cannot be changed from the sandbox`,
+				`openwiki/.claims: .claims is owned by corral`,
+				`openwiki/.git: .git is owned by git and never writable`,
+				`openwiki/.openwikiignore: .openwikiignore is an ignore file: ignore files cannot be changed from the sandbox`,
 				`openwiki/a.md: hard link (2 links)`,
 				`openwiki/b.md: hard link (2 links)`,
 				`openwiki/bin.md: binary content (a NUL byte or invalid UTF-8) is not allowed`,
@@ -318,8 +318,8 @@ func TestCollectOverlay(t *testing.T) {
 				`openwiki/r: symbolic link`,
 				`openwiki/s: socket`,
 				`openwiki/su.md: setuid, setgid or sticky bit (mode 04644)`,
-				`openwiki/sub/.GIT: hidden path (.git)`,
-				`openwiki/sub/.gitignore: ignore files cannot be changed from the sandbox`,
+				`openwiki/sub/.GIT: .GIT is owned by git and never writable`,
+				`openwiki/sub/.gitignore: .gitignore is an ignore file: ignore files cannot be changed from the sandbox`,
 				`openwiki/x.sh: executable bit (mode 0755)`,
 			},
 		},
@@ -410,7 +410,7 @@ func TestCollectCraftedUpper(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, []string{"delete openwiki/d/x.md", "delete openwiki/old.md"}, diffSummary(cs))
 	assert.Equal(t, []string{
-		"openwiki/.git: hidden path (.git)",
+		"openwiki/.git: .git is owned by git and never writable",
 		"openwiki/blk: block device 7:0",
 		"openwiki/lnk: symbolic link in the base, which a text patch cannot change",
 		"openwiki/meta.md: overlay metacopy xattr (metacopy must be off)",
@@ -541,9 +541,14 @@ func TestCheckName(t *testing.T) {
 		".git": true, ".Git": true, ".git.": true, ".git ": true, "GIT~1": true, ".claims": true,
 		".CLAIMS": true, ".openwikiignore": true, ".gitignore": true, ".gitattributes": true,
 		".gitmodules": true, `a\b`: true, `a"b`: true, ".github": false, ".gitx": false,
+		// Look-alikes fold onto the reserved names (names.Fold).
+		"．claims": true, ".ｇｉｔ": true, ".claims.": true, ".claims ": true, ".Claims::$DATA": true,
+		".corral-apply-1": true, "claims": false,
 	} {
 		assert.Equal(t, bad, checkName(name) != "", "%q: %s", name, checkName(name))
 	}
+	assert.Equal(t, "．claims is owned by corral", checkName("．claims"))
+	assert.Equal(t, ".GIT. is owned by git and never writable", checkName(".GIT."))
 }
 
 func TestCollectPage(t *testing.T) {
@@ -584,7 +589,7 @@ func TestCollectPage(t *testing.T) {
 
 	cs, err = CollectPage(write("c6", "x\n", 0o644), orig, "openwiki/.claims/a.lock", DefaultLimits())
 	require.NoError(t, err)
-	assert.Equal(t, []string{"openwiki/.claims/a.lock: hidden path (.claims)"}, diffViolations(cs))
+	assert.Equal(t, []string{"openwiki/.claims/a.lock: .claims is owned by corral"}, diffViolations(cs))
 
 	cs, err = CollectPage(write("c7", "x\n", 0o644), orig, "openwiki/../a.md", DefaultLimits())
 	require.NoError(t, err)

@@ -3,11 +3,16 @@
 //
 // Compute walks the repository once, when a session starts (rootfs.Walk:
 // never through a link), and returns the Set of hidden paths with the rule
-// that hides each: the repository's ignore files (package mounts/ignore,
-// git's exact semantics, nested files included), ".git" at any depth, the
-// write directory's ".claims", and the operator's forced patterns, which no
-// repository file can re-include. A hidden directory hides everything below
-// it; the Set holds the directory, never its contents. The Set is fixed: a
+// that hides each: the name table's entries (package internal/names,
+// compared folded: ".git" at any depth, and the built-in lists the profile
+// applies, agent-config and secrets, which no repository file can
+// re-include), the write directory's ".claims", the repository's ignore
+// files (package mounts/ignore, git's exact semantics, nested files
+// included) and, with the gitignore list, its .gitignore files as a rule
+// set of their own; then the entries that would lead past those rules: a
+// symlink whose target leaves the repository, and a hard link of a hidden
+// file. A hidden directory hides everything below it; the Set holds the
+// directory, never its contents. The Set is fixed: a
 // later write to an ignore file changes nothing, and it persists as JSON
 // (Set.MarshalJSON, Unmarshal) so that a reopened session judges exactly
 // as it did when it started.

@@ -1,6 +1,7 @@
 package hidden
 
 import (
+	"bytes"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -10,20 +11,31 @@ import (
 	"testing"
 
 	"github.com/containerd/errdefs"
+	"github.com/corral-sandbox/corral/internal/names"
 	"github.com/stretchr/testify/require"
 )
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if benchTreeDir != "" {
-		os.RemoveAll(benchTreeDir)
+	for _, d := range []string{benchTreeDir, bench200kDir} {
+		if d != "" {
+			os.RemoveAll(d)
+		}
 	}
 	os.Exit(code)
 }
 
-var agentConfig = []string{"AGENTS.md", "CLAUDE.md", "opencode.json", "opencode.jsonc", ".opencode/", ".mcp.json", ".cursor/", ".claude/"}
+// agentConfig applies the agent-config list only; allLists every list.
+var (
+	agentConfig = []names.List{names.AgentConfig}
+	allLists    = names.Lists()
+)
 
-func TestComputeHiddenForced(t *testing.T) {
+// TestComputeHiddenNames: the name table's entries are hidden in every
+// spelling that folds onto them (case, full-width forms, trailing dots
+// and spaces), at any depth, and no repository ignore file re-includes
+// them; so is the write directory's .claims.
+func TestComputeHiddenNames(t *testing.T) {
 	dir := t.TempDir()
 	buildTree(t, dir, tree{
 		".openwikiignore":        "!openwiki/.claims\n!.git\n",
@@ -48,31 +60,54 @@ func TestComputeHiddenForced(t *testing.T) {
 		"sub/.claude/x":          "",
 		"sub/.git/HEAD":          "",
 		"lnk/.claude":            "-> ../docs",
+		// Look-alike spellings fold onto the names they look like.
+		"low/agents.md":      "",
+		"low/Claude.md":      "",
+		"wide/ＡＧＥＮＴＳ.md":     "",
+		"wide/.ｇｉｔ/x":        "",
+		"dots/.git./x":       "",
+		"openwiki/．claims/":  "",
+		"openwiki/.claims.":  "",
+		"openwiki/.claims /": "",
+		"docs/.env":          "not hidden without the secrets list",
 	}, "")
-	h, err := Compute(dir, Options{Forced: agentConfig})
+	h, err := Compute(dir, Options{Lists: agentConfig})
 	require.NoError(t, err)
 	const git = ".git is hidden at any depth"
+	const (
+		claude = "profile hides agent config .claude/ (Claude Code)"
+		agents = "profile hides agent config AGENTS.md (AGENTS.md)"
+		claims = "openwiki/.claims is owned by corral"
+	)
 	require.Equal(t, []Hide{
-		{Path: ".claude", Rule: "profile hides agent config .claude/", Dir: true},
+		{Path: ".claude", Rule: claude, Dir: true},
 		{Path: ".git", Rule: git, Dir: true},
-		{Path: ".opencode", Rule: "profile hides agent config .opencode/", Dir: true},
-		{Path: "AGENTS.md", Rule: "profile hides agent config AGENTS.md"},
-		{Path: "CLAUDE.md", Rule: "profile hides agent config CLAUDE.md"},
-		{Path: "docs/AGENTS.md", Rule: "profile hides agent config AGENTS.md"},
-		{Path: "lnk/.claude", Rule: "profile hides agent config .claude/"}, // a symlink
+		{Path: ".opencode", Rule: "profile hides agent config .opencode/ (OpenCode)", Dir: true},
+		{Path: "AGENTS.md", Rule: agents},
+		{Path: "CLAUDE.md", Rule: "profile hides agent config CLAUDE.md (Claude Code)"},
+		{Path: "docs/AGENTS.md", Rule: agents},
+		{Path: "dots/.git.", Rule: git, Dir: true},
+		{Path: "lnk/.claude", Rule: claude}, // a symlink
+		{Path: "low/Claude.md", Rule: "profile hides agent config CLAUDE.md (Claude Code)"},
+		{Path: "low/agents.md", Rule: agents},
 		{Path: "mod/.Git", Rule: git, Dir: true},
 		{Path: "mod/.git", Rule: git},
-		{Path: "opencode.json", Rule: "profile hides agent config opencode.json"},
-		{Path: "openwiki/.CLAIMS", Rule: "openwiki/.claims is owned by corral", Dir: true},
-		{Path: "openwiki/.claims", Rule: "openwiki/.claims is owned by corral", Dir: true},
+		{Path: "opencode.json", Rule: "profile hides agent config opencode.json (OpenCode)"},
+		{Path: "openwiki/.CLAIMS", Rule: claims, Dir: true},
+		{Path: "openwiki/.claims", Rule: claims, Dir: true},
+		{Path: "openwiki/.claims ", Rule: claims, Dir: true},
+		{Path: "openwiki/.claims.", Rule: claims},
+		{Path: "openwiki/．claims", Rule: claims, Dir: true},
 		{Path: "sub/.GIT", Rule: git, Dir: true},
-		{Path: "sub/.claude", Rule: "profile hides agent config .claude/", Dir: true},
+		{Path: "sub/.claude", Rule: claude, Dir: true},
 		{Path: "sub/.git", Rule: git, Dir: true},
-		{Path: "sub/AGENTS.md", Rule: "profile hides agent config AGENTS.md"},
+		{Path: "sub/AGENTS.md", Rule: agents},
 		{Path: "vendor/lib/.git", Rule: git, Dir: true},
+		{Path: "wide/.ｇｉｔ", Rule: git, Dir: true},
+		{Path: "wide/ＡＧＥＮＴＳ.md", Rule: agents},
 	}, h.Hides())
 	require.Equal(t, h.Len(), len(h.Paths()))
-	require.Equal(t, "mod/.git", h.Paths()[8])
+	require.Equal(t, "mod/.git", h.Paths()[11])
 
 	v := NewView(dir, h)
 	for _, tc := range []struct {
@@ -85,10 +120,18 @@ func TestComputeHiddenForced(t *testing.T) {
 		{"openwiki/.claims/a.lock", "openwiki/.claims is owned by corral"},
 		{"openwiki/.Claims", "openwiki/.claims is owned by corral"},
 		{"OpenWiki/.claims/x", "openwiki/.claims is owned by corral"},
-		{"x/AGENTS.md", "profile hides agent config AGENTS.md"},
-		{"new/.opencode", "profile hides agent config .opencode/"}, // could be created as a directory
-		{"sub/.claude/x", "profile hides agent config .claude/"},
-		{"lnk/.claude/settings.json", "profile hides agent config .claude/"},
+		{"x/AGENTS.md", agents},
+		{"x/agents.MD", agents},
+		{"new/.opencode", "profile hides agent config .opencode/ (OpenCode)"}, // could be created as a directory
+		{"sub/.claude/x", claude},
+		{"lnk/.claude/settings.json", claude},
+		{"new/.Claude/settings.json", claude},
+		{"new/ＣＬＡＵＤＥ.md", "profile hides agent config CLAUDE.md (Claude Code)"},
+		{"new/.ｇｉｔ/config", git},
+		{"openwiki/．claims/x", claims},
+		{"openwiki/.claims./x", claims},
+		{"ＯｐｅｎＷｉｋｉ/.claims/x", claims},
+		{"docs/.env", ""},
 		{"docs/.claims/c", ""},
 		{"openwiki/claims", ""},
 		{"openwiki/page.md", ""},
@@ -190,9 +233,14 @@ func TestComputeHiddenDoesNotFollowSymlinks(t *testing.T) {
 		".openwikiignore": "-> " + filepath.Join(outside, "AGENTS.md"),
 		"x":               "",
 	}, "")
-	h, err := Compute(dir, Options{Forced: agentConfig})
+	h, err := Compute(dir, Options{Lists: agentConfig})
 	require.NoError(t, err)
-	require.Empty(t, h.Paths())
+	// Only the links that leave the repository, hidden themselves.
+	require.Equal(t, []Hide{
+		{Path: ".openwikiignore", Rule: SymlinkRule},
+		{Path: "out", Rule: SymlinkRule},
+		{Path: "up", Rule: SymlinkRule},
+	}, h.Hides())
 }
 
 func TestComputeHiddenSkipsFifoIgnoreFile(t *testing.T) {
@@ -213,8 +261,8 @@ func TestComputeHiddenErrors(t *testing.T) {
 		{WriteDir: "/abs"},
 		{WriteDir: "a//b"},
 		{WriteDir: "."},
-		{Forced: []string{""}},
-		{Forced: []string{"a\nb"}},
+		{Lists: []names.List{"everything"}},
+		{Lists: []names.List{""}},
 	} {
 		_, err := Compute(t.TempDir(), opts)
 		require.True(t, errdefs.IsInvalidArgument(err), "%+v: %v", opts, err)
@@ -226,11 +274,11 @@ func TestComputeHiddenGOROOT(t *testing.T) {
 	if _, err := os.Stat(src); err != nil {
 		t.Skip("no GOROOT/src")
 	}
-	h, err := Compute(src, Options{IgnoreFileName: ".gitignore", Forced: []string{"testdata/"}})
+	h, err := Compute(src, Options{Lists: allLists})
 	require.NoError(t, err)
 	require.NotZero(t, h.Len())
 	for _, hd := range h.Hides() {
-		require.Equal(t, "testdata", filepath.Base(hd.Path), hd)
+		require.Regexp(t, `^(built-in secrets list: |profile hides agent config |(.*/)?\.gitignore:[0-9]+ hides |symlink leaves|hard link of hidden )`, hd.Rule, hd)
 	}
 }
 
@@ -299,7 +347,7 @@ func BenchmarkComputeHidden100k(b *testing.B) {
 	var h *Set
 	for b.Loop() {
 		var err error
-		h, err = Compute(dir, Options{Forced: agentConfig})
+		h, err = Compute(dir, Options{Lists: allLists})
 		require.NoError(b, err)
 	}
 	b.ReportMetric(float64(h.Len()), "hidden")
@@ -315,20 +363,127 @@ func BenchmarkGitLsFiles100k(b *testing.B) {
 	}
 }
 
+// The 200,000-file tree: 20 top-level directories, each 10×10×10
+// directories of 10 files (22,221 directories), with .gitignore files at
+// the root (one per rule set below) and in each top-level directory.
+var (
+	bench200kOnce sync.Once
+	bench200kDir  string
+	bench200kErr  error
+)
+
+func bench200k(b *testing.B) string {
+	b.Helper()
+	bench200kOnce.Do(func() {
+		bench200kDir, bench200kErr = os.MkdirTemp("", "corral-hidden-200k-")
+		if bench200kErr != nil {
+			return
+		}
+		bench200kErr = makeBench200k(bench200kDir)
+	})
+	require.NoError(b, bench200kErr)
+	return bench200kDir
+}
+
+func makeBench200k(root string) error {
+	files := []string{"a.go", "b.go", "c.go", "d_test.go", "e.md", "f.txt", "g.json", "keep.log", "h.log", "i.bak"}
+	dirNames := []string{"d0", "d1", "build", "d3", "tmp", "d5", "d6", "d7", "d8", "secret"}
+	var mk func(dir string, depth int) error
+	mk = func(dir string, depth int) error {
+		if depth == 4 {
+			for _, n := range files {
+				if err := os.WriteFile(filepath.Join(dir, n), nil, 0o644); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+		names := dirNames
+		if depth == 0 {
+			names = nil
+			for i := range 20 {
+				names = append(names, fmt.Sprintf("top%02d", i))
+			}
+		}
+		for _, n := range names {
+			d := filepath.Join(dir, n)
+			if err := os.Mkdir(d, 0o755); err != nil {
+				return err
+			}
+			if depth == 0 {
+				if err := os.WriteFile(filepath.Join(d, ".gitignore"), []byte("*.bak\n!d7/**/i.bak\n"), 0o644); err != nil {
+					return err
+				}
+			}
+			if err := mk(d, depth+1); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	return mk(root, 0)
+}
+
+// bench200kRules are the root .gitignore files the 200k benchmarks
+// compare under: ordinary rules, rules hiding most files one by one, and
+// a rule hiding most directories.
+var bench200kRules = []struct{ name, gitignore string }{
+	{"typical", benchRootIgnore},
+	{"most-files", "*.go\n*.md\n*.txt\n*.json\n*.log\n"},
+	{"most-dirs", "d*/\nbuild/\ntmp/\n"},
+}
+
+// BenchmarkComputeHidden200k is the hidden set of the 200k tree with
+// every built-in list (the .gitignore files as the gitignore list); its
+// yardstick is BenchmarkGitLsFiles200k, git's own walk over the same
+// rules.
+func BenchmarkComputeHidden200k(b *testing.B) {
+	dir := bench200k(b)
+	for _, r := range bench200kRules {
+		b.Run(r.name, func(b *testing.B) {
+			require.NoError(b, os.WriteFile(filepath.Join(dir, ".gitignore"), []byte(r.gitignore), 0o644))
+			var h *Set
+			for b.Loop() {
+				var err error
+				h, err = Compute(dir, Options{Lists: allLists})
+				require.NoError(b, err)
+			}
+			b.ReportMetric(float64(h.Len()), "hidden")
+		})
+	}
+}
+
+// BenchmarkGitLsFiles200k: `git ls-files --others --ignored
+// --exclude-standard` over the 200k tree and the same rules.
+func BenchmarkGitLsFiles200k(b *testing.B) {
+	dir := bench200k(b)
+	g := newGitOracle(b)
+	for _, r := range bench200kRules {
+		b.Run(r.name, func(b *testing.B) {
+			require.NoError(b, os.WriteFile(filepath.Join(dir, ".gitignore"), []byte(r.gitignore), 0o644))
+			var out []byte
+			for b.Loop() {
+				out = g.run(b, dir, nil, "ls-files", "-z", "--others", "--ignored", "--exclude-standard")
+			}
+			b.ReportMetric(float64(bytes.Count(out, []byte{0})), "ignored")
+		})
+	}
+}
+
 func BenchmarkComputeHiddenGOROOT(b *testing.B) {
 	src := filepath.Join(runtime.GOROOT(), "src")
 	if _, err := os.Stat(src); err != nil {
 		b.Skip("no GOROOT/src")
 	}
 	for b.Loop() {
-		_, err := Compute(src, Options{Forced: agentConfig})
+		_, err := Compute(src, Options{Lists: allLists})
 		require.NoError(b, err)
 	}
 }
 
 func BenchmarkViewHidden(b *testing.B) {
 	dir := benchTree(b)
-	h, err := Compute(dir, Options{Forced: agentConfig})
+	h, err := Compute(dir, Options{Lists: allLists})
 	require.NoError(b, err)
 	v := NewView(dir, h)
 	paths := []string{"d0/d1/d3/d5/a.go", "d0/d1/d3/d5/h.log", "d7/d7/d7/d7/missing/x", "build/x", "d0/.git/x"}

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/containerd/errdefs"
+	"github.com/corral-sandbox/corral/internal/names"
 	"github.com/stretchr/testify/require"
 )
 
@@ -28,7 +29,7 @@ func TestHiddenSetJSONRoundTrip(t *testing.T) {
 		"AGENTS.md":               "",
 		".git/config":             "",
 	}, "")
-	h, err := Compute(dir, Options{Forced: agentConfig})
+	h, err := Compute(dir, Options{Lists: allLists})
 	require.NoError(t, err)
 	data, err := json.Marshal(h)
 	require.NoError(t, err)
@@ -61,7 +62,8 @@ func TestHiddenSetJSONRoundTrip(t *testing.T) {
 func TestUnmarshalHiddenSetErrors(t *testing.T) {
 	for _, in := range []string{
 		`{`,
-		`{"version":2}`,
+		`{"version":3}`,
+		`{"version":2,"options":{"lists":["everything"]}}`,
 		`{"version":1,"options":{"write_dir":"../x"}}`,
 		`{"version":1,"hides":[{"path":"../etc"}]}`,
 		`{"version":1,"hides":[{"path":"."}]}`,
@@ -70,4 +72,31 @@ func TestUnmarshalHiddenSetErrors(t *testing.T) {
 		_, err := Unmarshal([]byte(in))
 		require.ErrorIs(t, err, errdefs.ErrInvalidArgument, in)
 	}
+}
+
+// TestUnmarshalVersion1: a session record written before the built-in
+// hide lists is still read; its forced patterns were the agent-config
+// list's.
+func TestUnmarshalVersion1(t *testing.T) {
+	h, err := Unmarshal([]byte(`{"version":1,"options":{"ignore_file_name":".openwikiignore","write_dir":"openwiki","forced":["AGENTS.md",".claude/"]},` +
+		`"ignore_files":[{"dir":".","source":".openwikiignore","patterns":[{"line":1,"text":"secrets/"}]}],` +
+		`"hides":[{"path":"AGENTS.md","rule":"profile hides agent config AGENTS.md"},{"path":"secrets","rule":".openwikiignore:1 hides secrets/","dir":true}]}`))
+	require.NoError(t, err)
+	require.Equal(t, []names.List{names.AgentConfig}, h.Options().Lists)
+	v := NewView(t.TempDir(), h)
+	for p, want := range map[string]string{
+		"AGENTS.md":      "profile hides agent config AGENTS.md",
+		"sub/agents.md":  "profile hides agent config AGENTS.md (AGENTS.md)",
+		"secrets/x":      ".openwikiignore:1 hides secrets/",
+		".env":           "",
+		"sub/.git/HEAD":  ".git is hidden at any depth",
+		"docs/readme.md": "",
+	} {
+		rule, hidden := v.Hidden(p)
+		require.Equal(t, want, rule, p)
+		require.Equal(t, want != "", hidden, p)
+	}
+	h, err = Unmarshal([]byte(`{"version":1,"options":{"forced":null}}`))
+	require.NoError(t, err)
+	require.Empty(t, h.Options().Lists)
 }

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/corral-sandbox/corral/internal/names"
 	"github.com/stretchr/testify/require"
 )
 
@@ -190,12 +191,28 @@ func oracleDiff(t *testing.T, g *gitOracle, tr tree) []string {
 	var diff []string
 	dir := t.TempDir()
 	buildTree(t, dir, tr, ".gitignore")
-	h, err := Compute(dir, Options{IgnoreFileName: ".gitignore"})
-	require.NoError(t, err)
-	requireMinimal(t, h)
 	paths := listTree(t, dir)
 	ghosts := ghostPaths(dir, paths)
 	want := g.checkIgnore(t, dir, append(paths, ghosts...))
+	lsIgnored := g.lsIgnored(t, dir, ".gitignore")
+	// The same files read as the per-directory ignore file, and as the
+	// repository's .gitignore files beside it (the gitignore list).
+	for _, opts := range []Options{{IgnoreFileName: ".gitignore"}, {Lists: []names.List{names.Gitignore}}} {
+		for _, d := range oracleDiffOpts(t, dir, opts, paths, ghosts, want, lsIgnored) {
+			diff = append(diff, fmt.Sprintf("%s (ignore file %q, lists %v)", d, opts.IgnoreFileName, opts.Lists))
+		}
+	}
+	sort.Strings(diff)
+	return diff
+}
+
+// oracleDiffOpts is oracleDiff for one Options over the built tree at dir.
+func oracleDiffOpts(t *testing.T, dir string, opts Options, paths, ghosts []string, want map[string]string, lsIgnored []string) []string {
+	t.Helper()
+	var diff []string
+	h, err := Compute(dir, opts)
+	require.NoError(t, err)
+	requireMinimal(t, h)
 
 	// Paths that do not exist: git judges the last component as a file,
 	// corral as a file and then as a directory (it may be created as
@@ -212,7 +229,7 @@ func oracleDiff(t *testing.T, g *gitOracle, tr tree) []string {
 	}
 
 	rulesOnly := *h
-	rulesOnly.hides = map[string]Hide{}
+	rulesOnly.hides = nil
 	for i, v := range []*View{NewView(dir, h), NewView(dir, &rulesOnly)} {
 		for _, p := range paths {
 			rule, hidden := v.Hidden(p)
@@ -230,7 +247,7 @@ func oracleDiff(t *testing.T, g *gitOracle, tr tree) []string {
 			}
 		}
 	}
-	for _, p := range g.lsIgnored(t, dir, ".gitignore") {
+	for _, p := range lsIgnored {
 		if !got[p] {
 			diff = append(diff, fmt.Sprintf("%q: ls-files ignored, corral visible", p))
 		}

@@ -9,6 +9,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/corral-sandbox/corral/allowlist"
+	"github.com/corral-sandbox/corral/internal/names"
 	"github.com/corral-sandbox/corral/internal/rootfs"
 )
 
@@ -61,13 +62,14 @@ func (v *View) overlayFor(rel string) (string, bool) {
 
 // Hidden reports whether p or one of its ancestors is hidden, and the
 // rule that hides the outermost hidden one. For paths that did not exist
-// when the set was computed it answers from the same rules: forced names
-// anywhere in p, then the ignore files read at start, each ancestor
-// judged first as git does ("parent excluded, child excluded"). Inner
-// components are judged as directories; the last one by its current type
-// in the repository (lstat, no symlink followed) or, when it does not
-// exist, as hidden if it would be as either a file or a directory. A
-// non-canonical p is reported hidden.
+// when the set was computed it answers from the same rules: the name
+// table's (folded) and the write directory's .claims anywhere in p, then
+// the ignore files read at start, each ancestor judged first as git does
+// ("parent excluded, child excluded"). Inner components are judged as
+// directories; the last one by its current type in the repository
+// (lstat, no symlink followed) or, when it does not exist, as hidden if
+// it would be as either a file or a directory. A non-canonical p is
+// reported hidden.
 func (v *View) Hidden(p string) (rule string, hidden bool) {
 	if !canonical(p) {
 		return fmt.Sprintf("path %q is not canonical", p), true
@@ -75,32 +77,34 @@ func (v *View) Hidden(p string) (rule string, hidden bool) {
 	if p == "." {
 		return "", false
 	}
-	if e, ok := v.h.hides[p]; ok {
+	if e, ok := v.h.Lookup(p); ok {
 		return e.Rule, true
 	}
-	stack := v.h.stackFor(".")
+	st := v.h.stacksFor(".")
+	var fdir []string
+	start := 0
 	for i := 0; i < len(p); i++ {
 		if p[i] != '/' {
 			continue
 		}
 		q := p[:i]
-		if e, ok := v.h.hides[q]; ok {
+		if e, ok := v.h.Lookup(q); ok {
 			return e.Rule, true
 		}
-		if rule, hidden := v.h.judge(q, typeDir, stack); hidden {
+		if rule, hidden := v.h.judge(q, fdir, typeDir, st); hidden {
 			return rule, true
 		}
-		if f := v.h.ignores[q]; f != nil {
-			stack = append(stack[:len(stack):len(stack)], f)
-		}
+		st = st.push(v.h, q)
+		fdir = append(fdir, names.Fold(p[start:i]))
+		start = i + 1
 	}
 	if typ, exists := v.lstatType(p); exists {
-		return v.h.judge(p, typ, stack)
+		return v.h.judge(p, fdir, typ, st)
 	}
-	if rule, hidden := v.h.judge(p, typeFile, stack); hidden {
+	if rule, hidden := v.h.judge(p, fdir, typeFile, st); hidden {
 		return rule, true
 	}
-	return v.h.judge(p, typeDir, stack)
+	return v.h.judge(p, fdir, typeDir, st)
 }
 
 // lstatType returns the type of p in the repository if it exists; no
@@ -204,7 +208,7 @@ func (v *View) Resolve(p string) (string, error) {
 		if err != nil {
 			return "", fmt.Errorf("resolving %s: %s: %w", p, cand, osError(err))
 		}
-		if v.hiddenEntry(cand, statType(st.Mode), resolved) {
+		if v.hiddenEntry(cand, statType(st.Mode)) {
 			// Absent in the container: the kernel would stop here.
 			lexical = true
 			resolved = append(resolved, c)
@@ -250,21 +254,14 @@ func (v *View) Resolve(p string) (string, error) {
 	return strings.Join(resolved, "/"), nil
 }
 
-// hiddenEntry reports whether cand, whose parent (the components of
-// parent) is visible, is hidden itself.
-func (v *View) hiddenEntry(cand string, typ entryType, parent []string) bool {
-	if _, ok := v.h.hides[cand]; ok {
+// hiddenEntry reports whether cand, whose parent is visible, is hidden
+// itself.
+func (v *View) hiddenEntry(cand string, typ entryType) bool {
+	if _, ok := v.h.Lookup(cand); ok {
 		return true
 	}
-	_, hidden := v.h.judge(cand, typ, v.h.stackFor(dirOf(parent)))
+	_, hidden := v.h.judgePath(cand, typ)
 	return hidden
-}
-
-func dirOf(comps []string) string {
-	if len(comps) == 0 {
-		return "."
-	}
-	return strings.Join(comps, "/")
 }
 
 func refuse(p, format string, args ...any) *allowlist.Refusal {

@@ -105,10 +105,10 @@ func (w *Watcher) addTree(dir string) error {
 				return nil
 			}
 			p := d.Join(e.Name())
-			if _, ok := w.h.hides[p]; ok {
+			if _, ok := w.h.Lookup(p); ok {
 				return rootfs.SkipDir
 			}
-			if _, hidden := w.h.judge(p, typeDir, w.h.stackFor(d.Rel())); hidden {
+			if _, hidden := w.h.judgePath(p, typeDir); hidden {
 				return rootfs.SkipDir
 			}
 			return nil

@@ -10,7 +10,7 @@ import (
 // files; corral refuses to start the session instead (fail closed).
 const MaxFileSize = 100 << 20
 
-// Pattern is one line of an ignore file (or one forced pattern).
+// Pattern is one line of an ignore file.
 type Pattern struct {
 	Line     int    // 1-based line number in its file
 	Text     string // the line after trailing-space trimming, e.g. "!d/sub/*"

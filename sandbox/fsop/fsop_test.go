@@ -201,10 +201,11 @@ func TestGlobPolicy(t *testing.T) {
 	for _, p := range []string{"**/*.md", "src/**", "docs/*", "*", "*.md", "**/README*", "**/é*"} {
 		require.False(t, RootWide(p), p)
 	}
-	for _, p := range []string{".git", "a/.git/*", "**/.git/**", ".g*", ".*", "x/.[Gg]it", ".GIT", "**/.Git"} {
+	for _, p := range []string{".git", "a/.git/*", "**/.git/**", ".g*", ".*", "x/.[Gg]it", ".GIT", "**/.Git",
+		".git.", ".git ", "a/.ｇｉｔ/*", "**/．git/**", ".GIT::$INDEX_ALLOCATION/x", ".ｇ*"} {
 		require.True(t, TargetsGit(p), p)
 	}
-	for _, p := range []string{"*", "**/*.md", "?git", "*git", "*.*", "docs/*", "gitdocs/*"} {
+	for _, p := range []string{"*", "**/*.md", "?git", "*git", "*.*", "docs/*", "gitdocs/*", ".gitignore", "x.git", "ｇｉｔ/*"} {
 		require.False(t, TargetsGit(p), p)
 	}
 	for _, p := range []string{"", "/etc/*", "a//b", "./a", "a/../b", `a\*`, "[", "a/[/b"} {

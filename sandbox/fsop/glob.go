@@ -3,6 +3,8 @@ package fsop
 import (
 	"path"
 	"strings"
+
+	"github.com/corral-sandbox/corral/internal/names"
 )
 
 // Glob syntax (the same on the host, which checks a glob, and in the
@@ -105,25 +107,45 @@ func stripBrackets(c string) string {
 }
 
 // TargetsGit reports whether a component of pattern is aimed at ".git":
-// it matches ".git" in some letter case but neither of the ordinary names
-// "xgit" and "x.git", so it depends on the leading dot (".git", ".g*",
-// ".*", ".[Gg]it"; not "*", "*.*", "?git"). Such globs are refused: .git
-// is hidden at any depth.
+// a literal component that folds onto ".git" (names.Fold: ".GIT",
+// ".git.", ".ｇｉｔ", ".git::$INDEX_ALLOCATION"), or a wildcard one that
+// matches ".git" in some letter case but neither of the ordinary names
+// "xgit" and "x.git", so it depends on the leading dot (".g*", ".*",
+// ".[Gg]it"; not "*", "*.*", "?git"). Such globs are refused: .git is
+// hidden at any depth.
 func TargetsGit(pattern string) bool {
 	for _, c := range strings.Split(pattern, "/") {
 		if c == "**" {
 			continue
 		}
-		if m, _ := path.Match(c, "xgit"); m {
-			continue
-		}
-		if m, _ := path.Match(c, "x.git"); m {
-			continue
-		}
-		for _, g := range gitSpellings {
-			if m, _ := path.Match(c, g); m {
+		if !hasMeta(c) {
+			if names.Fold(c) == ".git" {
 				return true
 			}
+			continue
+		}
+		// A wildcard component is tried as written and folded (".ｇ*").
+		for _, c := range []string{c, names.Fold(c)} {
+			if wildGit(c) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// wildGit reports whether the wildcard component c matches ".git" in some
+// letter case and neither "xgit" nor "x.git".
+func wildGit(c string) bool {
+	if m, _ := path.Match(c, "xgit"); m {
+		return false
+	}
+	if m, _ := path.Match(c, "x.git"); m {
+		return false
+	}
+	for _, g := range gitSpellings {
+		if m, _ := path.Match(c, g); m {
+			return true
 		}
 	}
 	return false
