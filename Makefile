@@ -6,7 +6,7 @@ BIN     := build/corral
 ENV     := . build/env && export CONTAINERD_ADDRESS &&
 PKGS    := ./...
 
-.PHONY: all setup build image demo test test-unit test-integration fuzz bench vet clean kube \
+.PHONY: all setup build image demo test test-unit test-integration fuzz bench vet clean kube man \
 	image-docker test-image test-docker test-ci-examples
 
 all: build
@@ -14,9 +14,24 @@ all: build
 setup:
 	@hack/setup.sh
 
+# corral version: git describe, the commit and its date, linked in
+# (internal/version); the commit's date rather than the clock keeps builds
+# reproducible.
+VPKG    := github.com/corral-sandbox/corral/internal/version
+LDFLAGS := -X $(VPKG).version=$(shell git describe --always --dirty 2>/dev/null) \
+	-X $(VPKG).commit=$(shell git rev-parse HEAD 2>/dev/null) \
+	-X $(VPKG).date=$(shell git log -1 --format=%cI 2>/dev/null)
+
 build:
-	$(GO) build -o $(BIN) ./cmd/corral
+	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/corral
 	CGO_ENABLED=0 $(GO) build -o build/corral-init ./cmd/corral-init
+
+# One man page per command, from the commands' own help (cobra/doc), in
+# build/man/. Shell completion comes from the binary: corral completion
+# bash|zsh|fish.
+man: build
+	rm -rf build/man
+	$(BIN) man build/man
 
 image: setup build
 	$(ENV) $(BIN) image build

@@ -233,7 +233,7 @@ func (ck *checker) operands(c *Command, l Layout, ops []operand) error {
 		min = fixed
 	}
 	if len(ops) < min {
-		return argRefusal(-1, "", fmt.Sprintf("%s needs at least %d operands", c.Name, min))
+		return argRefusal(-1, "", fmt.Sprintf("%s needs at least %d %s", c.Name, min, plural(min, "operand", "operands")))
 	}
 	types := assign(l.Operands, len(ops))
 	for k := range ops {
@@ -245,6 +245,14 @@ func (ck *checker) operands(c *Command, l Layout, ops []operand) error {
 		ops[k].value = v
 	}
 	return nil
+}
+
+// plural returns one when n is 1, else many.
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
 }
 
 // assign gives each of n operands its declared type: fixed operands before

@@ -1,13 +1,12 @@
 package allowlist
 
 import (
-	"bytes"
 	"fmt"
 	"regexp"
 	"strings"
 
 	"github.com/containerd/errdefs"
-	"go.yaml.in/yaml/v3"
+	"github.com/corral-sandbox/corral/internal/yamlstrict"
 )
 
 // ArgType is the type of an option value or an operand. Every value of a
@@ -157,14 +156,14 @@ type Catalog struct {
 	Commands []*Command `yaml:"commands"`
 }
 
-// ParseCatalog decodes a catalog strictly (unknown fields are errors) and
-// validates every command. The result is keyed by command name.
+// ParseCatalog decodes a catalog strictly with the project's one strict
+// decoder (internal/yamlstrict: one document, unknown or duplicate keys
+// are errors naming the key and its line in "tools.yaml") and validates
+// every command. The result is keyed by command name.
 func ParseCatalog(data []byte) (map[string]*Command, error) {
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	dec.KnownFields(true)
 	var c Catalog
-	if err := dec.Decode(&c); err != nil {
-		return nil, fmt.Errorf("decoding tool catalog: %v: %w", err, errdefs.ErrInvalidArgument)
+	if err := yamlstrict.Decode("tools.yaml", data, &c); err != nil {
+		return nil, err
 	}
 	out := make(map[string]*Command, len(c.Commands))
 	for i, cmd := range c.Commands {

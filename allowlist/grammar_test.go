@@ -381,6 +381,8 @@ func TestParseCatalogStrict(t *testing.T) {
 		"commands:\n  -\n",
 		"commands: {}\n",
 		"commands:\n  - name: cat\n    operands: [{type: read-path, variadic: yes please}]\n",
+		"commands:\n  - name: cat\n---\ncommands: [\n", // a malformed second document
+		"commands:\n  - name: cat\n---\ncommands: []\n",
 	} {
 		_, err := ParseCatalog([]byte(doc))
 		require.Error(t, err, doc)

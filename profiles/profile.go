@@ -1,11 +1,9 @@
 package profiles
 
 import (
-	"bytes"
 	"embed"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -16,8 +14,8 @@ import (
 	"github.com/containerd/errdefs"
 	"github.com/corral-sandbox/corral/allowlist"
 	"github.com/corral-sandbox/corral/internal/names"
+	"github.com/corral-sandbox/corral/internal/yamlstrict"
 	units "github.com/docker/go-units"
-	"go.yaml.in/yaml/v3"
 )
 
 //go:embed builtin/*.yaml
@@ -178,13 +176,15 @@ func Load(nameOrPath string) (*Profile, error) {
 	}
 	var data []byte
 	var err error
+	fileName := nameOrPath
 	if strings.ContainsRune(nameOrPath, filepath.Separator) || strings.HasSuffix(nameOrPath, ".yaml") {
 		data, err = os.ReadFile(nameOrPath)
 	} else {
+		fileName = "builtin/" + nameOrPath + ".yaml"
 		if nameOrPath == "tools" {
 			return nil, fmt.Errorf("profile %q: %w (built-ins: %s)", nameOrPath, errdefs.ErrNotFound, strings.Join(Builtins(), ", "))
 		}
-		data, err = builtin.ReadFile("builtin/" + nameOrPath + ".yaml")
+		data, err = builtin.ReadFile(fileName)
 		if errors.Is(err, os.ErrNotExist) {
 			return nil, fmt.Errorf("profile %q: %w (built-ins: %s)", nameOrPath, errdefs.ErrNotFound, strings.Join(Builtins(), ", "))
 		}
@@ -192,17 +192,27 @@ func Load(nameOrPath string) (*Profile, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading profile %q: %w", nameOrPath, err)
 	}
-	p, err := Parse(data)
+	p, err := parse(fileName, data)
+	var yerr *yamlstrict.Error
+	if errors.As(err, &yerr) {
+		return nil, err // names the file and line already
+	}
 	if err != nil {
-		return nil, fmt.Errorf("profile %q: %w", nameOrPath, err)
+		return nil, fmt.Errorf("profile %s: %w", fileName, err)
 	}
 	return p, nil
 }
 
-// Parse decodes one profile document strictly and validates it.
+// Parse decodes one profile document strictly (internal/yamlstrict: an
+// unknown key is an error naming it and its line) and validates it.
 func Parse(data []byte) (*Profile, error) {
+	return parse("profile", data)
+}
+
+// parse is Parse with the file name that decoding errors name.
+func parse(name string, data []byte) (*Profile, error) {
 	var p Profile
-	if err := decodeStrict(data, &p); err != nil {
+	if err := yamlstrict.Decode(name, data, &p); err != nil {
 		return nil, err
 	}
 	grammars, err := Grammars()
@@ -221,19 +231,6 @@ func Parse(data []byte) (*Profile, error) {
 	return &p, nil
 }
 
-func decodeStrict(data []byte, v any) error {
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	dec.KnownFields(true)
-	if err := dec.Decode(v); err != nil {
-		return fmt.Errorf("%w: %v", errdefs.ErrInvalidArgument, err)
-	}
-	var extra any
-	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
-		return fmt.Errorf("%w: more than one YAML document", errdefs.ErrInvalidArgument)
-	}
-	return nil
-}
-
 // Validate runs the ordered checks; the first failure is returned, wrapping
 // errdefs.ErrInvalidArgument.
 func (p *Profile) Validate() error {
@@ -245,6 +242,9 @@ func (p *Profile) Validate() error {
 		checkResources,
 	} {
 		if err := check(p); err != nil {
+			if errdefs.IsInvalidArgument(err) {
+				return err // already says so: no second "invalid argument"
+			}
 			return fmt.Errorf("%w: %w", errdefs.ErrInvalidArgument, err)
 		}
 	}

@@ -45,7 +45,7 @@ func TestExposeValidation(t *testing.T) {
 		minimal + "expose: [agent_config]\n":     `"agent_config"`,
 		minimal + "expose: [secrets, secrets]\n": `"secrets" listed twice`,
 		minimal + "expose: [everything]\n":       `unknown hide list "everything"`,
-		minimal + "expose: agent-config\n":       "cannot unmarshal",
+		minimal + "expose: agent-config\n":       "expose: want a list, got a string",
 		minimal + "expose: [\"(always)\"]\n":     `unknown hide list "(always)"`,
 	} {
 		_, err := Parse([]byte(yaml))

@@ -11,11 +11,11 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"runtime/debug"
 	"sort"
 	"time"
 
 	"github.com/containerd/errdefs"
+	"github.com/corral-sandbox/corral/internal/version"
 	"github.com/corral-sandbox/corral/mounts"
 	"github.com/corral-sandbox/corral/mounts/hidden"
 	"github.com/corral-sandbox/corral/profiles"
@@ -82,21 +82,9 @@ type SessionInfo struct {
 	Err string `json:"error,omitempty"`
 }
 
-// Version returns the version of this corral build: the module version
-// and VCS revision when the build recorded them.
-func Version() string {
-	bi, ok := debug.ReadBuildInfo()
-	if !ok {
-		return "unknown"
-	}
-	v := bi.Main.Version
-	for _, s := range bi.Settings {
-		if s.Key == "vcs.revision" && len(s.Value) >= 12 {
-			v += "+" + s.Value[:12]
-		}
-	}
-	return v
-}
+// Version returns the version of this corral build, as every surface
+// reports it (internal/version.String).
+func Version() string { return version.String() }
 
 // sessionIDPattern is the form of a session id (newSessionID).
 var sessionIDPattern = regexp.MustCompile(`^[0-9a-f]{12}$`)

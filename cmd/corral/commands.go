@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/corral-sandbox/corral/allowlist"
+	"github.com/corral-sandbox/corral/internal/config"
 	"github.com/corral-sandbox/corral/mounts/changeset"
 	"github.com/corral-sandbox/corral/profiles"
 	"github.com/corral-sandbox/corral/sandbox"
@@ -25,17 +26,26 @@ type globalFlags struct {
 	runtime   string
 	image     string
 	audit     string
-	// daemon is the socket of corral's daemon to go through; noDaemon
-	// forces standalone (see daemonClient).
+	// daemon is the --daemon flag (resolved into cfg.DaemonSocket);
+	// noDaemon forces standalone (see daemonClient).
 	daemon   string
 	noDaemon bool
+
+	// configPath, logLevel and allowForeign are the configuration's own
+	// flags (config.go); cfg is the resolved configuration (prepare),
+	// configErr why it did not resolve (for doctor).
+	configPath   string
+	logLevel     string
+	allowForeign bool
+	cfg          config.Config
+	configErr    error
 }
 
 // config is the executor configuration of a one-call process: containers
 // are created on the call (a container prepared ahead would only be
 // thrown away when the process ends). The long-lived server turns that off.
 func (g *globalFlags) config(log io.Writer) sandbox.Config {
-	return sandbox.Config{Address: g.address, Namespace: g.namespace, StateDir: g.stateDir, Runtime: g.runtime, Image: g.image, Log: log, Cold: true,
+	return sandbox.Config{Address: g.address, Namespace: g.namespace, StateDir: g.stateDir, Runtime: g.runtime, Image: g.image, Log: g.progress(log, defaultCLILevel), Cold: true,
 		AuditFile: g.audit}
 }
 
@@ -46,16 +56,21 @@ func newRootCommand() *cobra.Command {
 		Short:         "Run each agent tool call in its own locked-down container",
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		// Subcommands must not set PersistentPreRunE of their own (it
+		// would replace this one).
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error { return g.prepare(cmd) },
 	}
 	pf := root.PersistentFlags()
-	pf.StringVar(&g.address, "address", "", "containerd socket (default $CONTAINERD_ADDRESS, else "+sandbox.DefaultAddress+")")
+	pf.StringVar(&g.address, "address", "", "containerd socket (default $CORRAL_ADDRESS, $CONTAINERD_ADDRESS, config address, else "+sandbox.DefaultAddress+")")
 	pf.StringVar(&g.namespace, "namespace", sandbox.DefaultNamespace, "containerd namespace")
 	pf.StringVar(&g.stateDir, "state-dir", sandbox.DefaultStateDir, "corral's state directory (sessions, mounts, FIFOs)")
 	pf.StringVar(&g.runtime, "runtime", sandbox.DefaultRuntime, "containerd runtime (shim) name")
 	pf.StringVar(&g.audit, "audit", "", "also append the audit events (JSON lines) to FILE; they always go to STATE-DIR/audit.log")
 	pf.StringVar(&g.image, "image", "", "tools image (default "+sandbox.DefaultImageRef+", built from this machine's binaries on first use)")
-	pf.StringVar(&g.daemon, "daemon", "", "go through the corral daemon on this socket (default $"+client.EnvSocket+", else "+api.DefaultSocket+" when it answers and no executor flag is given)")
+	pf.StringVar(&g.daemon, "daemon", "", "go through the corral daemon on this socket (default $"+client.EnvSocket+", config daemon_socket, else "+api.DefaultSocket+" when it answers and no executor flag is given)")
 	pf.BoolVar(&g.noDaemon, "no-daemon", false, "run standalone, in this process, even when a daemon answers")
+	g.addConfigFlags(pf)
+	root.AddCommand(newVersionCommand(), newDoctorCommand(g), newManCommand())
 	root.AddCommand(newRunCommand(g), newCheckCommand(), newImageCommand(g), newGCCommand(g), newProfilesCommand(), newApplyCommand(g))
 	root.AddCommand(newSessionCommand(g), newServeCommand(g), newFSCommand(), newDaemonCommand(g))
 	return root

@@ -48,6 +48,9 @@ docs/daemon.md.`,
 				return usageError(fmt.Errorf("--idle-ttl %s: want a duration above 0", cfg.IdleTTL))
 			}
 			log := cmd.ErrOrStderr()
+			if !cmd.Flags().Changed("socket") && g.cfg.DaemonSocket != "" {
+				cfg.Socket = g.cfg.DaemonSocket // $CORRAL_DAEMON_SOCKET, config daemon_socket
+			}
 			cfg.StateDir, cfg.Version, cfg.Log = g.stateDir, sandbox.Version(), log
 			sc := g.config(log)
 			sc.Cold = poolDepth == 0
@@ -64,7 +67,7 @@ docs/daemon.md.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&cfg.Socket, "socket", api.DefaultSocket, "unix socket to listen on (unless systemd passes one)")
+	f.StringVar(&cfg.Socket, "socket", api.DefaultSocket, "unix socket to listen on (unless systemd passes one; default $CORRAL_DAEMON_SOCKET, config daemon_socket, else "+api.DefaultSocket+")")
 	f.StringVar(&cfg.SocketGroup, "socket-group", "corral", "group that may connect (socket mode 0660); when it does not exist the socket is root's alone (0600)")
 	f.StringVar(&cfg.AdminGroup, "admin-group", "", "group whose members see and touch every session, as root does")
 	f.IntVar(&cfg.MaxRunning, "max-running", max(4, 2*runtime.NumCPU()), "calls running a container at once, host-wide")

@@ -87,7 +87,7 @@ func execute(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	if err == nil {
 		return 0
 	}
-	out := errorOutput{ExitCode: exitFailed, Error: jsonError{Kind: kindFailed, Message: err.Error()}}
+	out := errorOutput{ExitCode: exitFailed, Error: jsonError{Kind: kindFailed, Message: errorLine(err)}}
 	var (
 		ee     *exitError
 		r      *allowlist.Refusal
@@ -113,7 +113,7 @@ func execute(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 		asJSON = wantsJSON(cmd, args, false)
 	}
 	if ee == nil || ee.err != nil {
-		fmt.Fprint(stderr, forTerminal(stderr, fmt.Sprintf("corral: %v\n", err)))
+		fmt.Fprint(stderr, forTerminal(stderr, "corral: "+errorLine(err)+"\n"))
 	}
 	if asJSON && (ee == nil || !ee.printed) {
 		_ = writeJSON(stdout, out)
@@ -179,7 +179,7 @@ func printedJSON(err error) error {
 func jsonErrorOf(code int, err error) *jsonError {
 	msg := fmt.Sprintf("exit %d", code)
 	if err != nil {
-		msg = err.Error()
+		msg = errorLine(err)
 	}
 	return &jsonError{Kind: errorKind(code), Message: msg}
 }

@@ -73,6 +73,7 @@ func TestEveryJSONCommandAnswersBadFlagsInJSON(t *testing.T) {
 		names = append(names, strings.Join(c, " "))
 	}
 	require.ElementsMatch(t, []string{
+		"version --json", "doctor --json",
 		"apply --json", "check --json", "gc --json", "image build --json", "profiles --json", "run --json",
 		"session apply --json", "session create --json", "session diff --format json", "session exec --json",
 		"session ls --json", "session rm --json",

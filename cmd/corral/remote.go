@@ -21,6 +21,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/corral-sandbox/corral/internal/config"
 	"github.com/corral-sandbox/corral/mounts/changeset"
 	"github.com/corral-sandbox/corral/profiles"
 	"github.com/corral-sandbox/corral/review"
@@ -32,37 +33,38 @@ import (
 )
 
 // executorFlags configure an executor in this process. A daemon has its
-// own configuration, so when any of them is given the default socket is
-// not tried (an explicit --daemon or $CORRAL_DAEMON still is).
+// own configuration, so when any of them is given on the command line the
+// default socket is not tried (a configured daemon socket still is).
 var executorFlags = []string{"address", "namespace", "state-dir", "runtime", "image", "audit"}
 
 // dialTimeout bounds the first exchange with a daemon.
 const dialTimeout = 5 * time.Second
 
 // daemonClient returns a client of the daemon cmd goes through, or nil to
-// run standalone: --no-daemon, or no --daemon, no $CORRAL_DAEMON and
-// nothing answering on the default socket. A daemon named by --daemon or
-// $CORRAL_DAEMON that does not answer is an error (exit 125), never a
-// silent fallback. The caller must Close the client.
+// run standalone: --no-daemon, or no daemon socket configured (--daemon,
+// $CORRAL_DAEMON, the config file's daemon_socket) and nothing answering
+// on the default one. A configured daemon that does not answer is an
+// error (exit 125), never a silent fallback. The caller must Close the
+// client.
 func (g *globalFlags) daemonClient(cmd *cobra.Command) (*client.Client, error) {
 	if g.noDaemon {
-		if g.daemon != "" {
+		if f := cmd.Flags().Lookup("daemon"); f != nil && f.Changed {
 			return nil, usageError(errors.New("--daemon and --no-daemon exclude each other"))
 		}
 		return nil, nil
 	}
-	sock, explicit := g.daemon, true
-	if sock == "" {
-		sock = os.Getenv(client.EnvSocket)
-	}
-	if sock == "" {
-		explicit = false
+	sock := g.cfg.DaemonSocket
+	src := g.cfg.Sources[config.KeyDaemonSocket]
+	explicit := src != "" && src != "default"
+	if !explicit {
 		for _, name := range executorFlags {
 			if f := cmd.Flags().Lookup(name); f != nil && f.Changed {
 				return nil, nil
 			}
 		}
-		sock = api.DefaultSocket
+		if sock == "" {
+			sock = api.DefaultSocket
+		}
 		if _, err := os.Stat(sock); err != nil {
 			return nil, nil
 		}
@@ -74,7 +76,7 @@ func (g *globalFlags) daemonClient(cmd *cobra.Command) (*client.Client, error) {
 		if !explicit {
 			return nil, nil
 		}
-		return nil, &exitError{code: exitFailed, err: fmt.Errorf("%w (named by --daemon or $%s; --no-daemon runs standalone)", err, client.EnvSocket)}
+		return nil, &exitError{code: exitFailed, err: fmt.Errorf("%w (the daemon socket from %s; --no-daemon runs standalone)", err, src)}
 	}
 	return c, nil
 }

@@ -19,6 +19,7 @@ import (
 	"strings"
 
 	"github.com/corral-sandbox/corral/allowlist"
+	"github.com/corral-sandbox/corral/internal/version"
 	"github.com/corral-sandbox/corral/mounts/changeset"
 	"github.com/corral-sandbox/corral/sandbox"
 	"github.com/corral-sandbox/corral/sandbox/fsop"
@@ -45,7 +46,8 @@ type Session interface {
 
 // Options describe the session to the agent (trusted, from the launcher).
 type Options struct {
-	// Version is corral's version, reported as the server's.
+	// Version is corral's version, reported as the server's; "" means
+	// internal/version.String().
 	Version string
 	// ReadOnly leaves out write and edit.
 	ReadOnly bool
@@ -149,9 +151,9 @@ func boolp(b bool) *bool { return &b }
 
 // NewWith returns the MCP server of any Session (tests use fakes).
 func NewWith(s Session, o Options) *mcp.Server {
-	version := o.Version
-	if version == "" {
-		version = "dev"
+	ver := o.Version
+	if ver == "" {
+		ver = version.String()
 	}
 	instr := "Every tool runs in a fresh, locked-down container over a read-only view of the repository. " +
 		"Paths are relative to the repository root. Hidden paths do not exist in the view, and naming one directly is refused with the rule that hides it. "
@@ -160,7 +162,7 @@ func NewWith(s Session, o Options) *mcp.Server {
 	} else {
 		instr += "Only " + o.Scope + " is writable; what you write adds up across calls and is collected as a change set (see diff) for review."
 	}
-	srv := mcp.NewServer(&mcp.Implementation{Name: "corral", Version: version}, &mcp.ServerOptions{
+	srv := mcp.NewServer(&mcp.Implementation{Name: "corral", Version: ver}, &mcp.ServerOptions{
 		Instructions: instr,
 		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{}},
 	})

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/corral-sandbox/corral/allowlist"
+	"github.com/corral-sandbox/corral/internal/version"
 	"github.com/corral-sandbox/corral/mounts/changeset"
 	"github.com/corral-sandbox/corral/sandbox"
 	"github.com/corral-sandbox/corral/sandbox/fsop"
@@ -147,4 +148,12 @@ func TestTools(t *testing.T) {
 	require.Equal(t, []string{"exec ls", "call changes"}, f.calls)
 	require.Equal(t, map[string]any{"argv": []any{"ls"}, "exit_code": float64(0), "stdout": "out", "stderr": "", "stdout_truncated": false,
 		"stderr_truncated": false, "limits_hit": []any{}, "violations": []any{}}, res.StructuredContent)
+}
+
+// TestServerInfoVersion: the server reports corral's one version string
+// (internal/version) unless the launcher names another.
+func TestServerInfoVersion(t *testing.T) {
+	cs := connect(t, &fake{}, Options{})
+	require.Equal(t, "corral", cs.InitializeResult().ServerInfo.Name)
+	require.Equal(t, version.String(), cs.InitializeResult().ServerInfo.Version)
 }

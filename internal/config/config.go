@@ -1,0 +1,273 @@
+// Package config resolves the launcher's settings of every corral command
+// and of the daemon, from four sources in a fixed precedence: command-line
+// flags, then CORRAL_* environment variables, then the config file, then
+// the defaults. The config file is YAML (/etc/corral/config.yaml unless
+// --config or $CORRAL_CONFIG names another), decoded strictly by
+// internal/yamlstrict: an unknown key is an error naming the file, the line
+// and the key.
+//
+// Resolve ends with Validate (gVisor's runsc/config does the same after
+// its flags): a log level corral does not know, a relative state
+// directory, or Docker's or Kubernetes' containerd namespace without
+// allow_foreign_namespace fail there.
+package config
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/containerd/errdefs"
+	"github.com/corral-sandbox/corral/internal/yamlstrict"
+	"github.com/corral-sandbox/corral/sandbox"
+)
+
+// DefaultPath is the config file read when neither --config nor
+// $CORRAL_CONFIG names one; its absence is not an error.
+const DefaultPath = "/etc/corral/config.yaml"
+
+// DefaultDaemonSocket is where `corral daemon` listens and its clients
+// connect unless told otherwise.
+const DefaultDaemonSocket = "/run/corral/corral.sock"
+
+// Setting keys: the config file's keys, and the names Inputs.Flags and
+// Config.Sources use.
+const (
+	KeyAddress               = "address"
+	KeyNamespace             = "namespace"
+	KeyStateDir              = "state_dir"
+	KeyRuntime               = "runtime"
+	KeyImage                 = "image"
+	KeyDaemonSocket          = "daemon_socket"
+	KeyLogLevel              = "log_level"
+	KeyAllowForeignNamespace = "allow_foreign_namespace"
+)
+
+// File is the config file's schema. Every key is optional.
+type File struct {
+	// Address is containerd's socket.
+	Address string `yaml:"address"`
+	// Namespace is the containerd namespace corral works in.
+	Namespace string `yaml:"namespace"`
+	// StateDir is corral's state directory (absolute).
+	StateDir string `yaml:"state_dir"`
+	// Runtime is the runtime corral's containers run with.
+	Runtime string `yaml:"runtime"`
+	// Image is the tools image.
+	Image string `yaml:"image"`
+	// DaemonSocket is the unix socket of `corral daemon`.
+	DaemonSocket string `yaml:"daemon_socket"`
+	// LogLevel is debug, info, warn or error.
+	LogLevel string `yaml:"log_level"`
+	// AllowForeignNamespace lets Namespace be Docker's ("moby") or
+	// Kubernetes' ("k8s.io").
+	AllowForeignNamespace *bool `yaml:"allow_foreign_namespace"`
+}
+
+// Config is the resolved configuration.
+type Config struct {
+	Address               string
+	Namespace             string
+	StateDir              string
+	Runtime               string
+	Image                 string
+	DaemonSocket          string
+	LogLevel              string // "" when no source set it: the command's default applies
+	AllowForeignNamespace bool
+	// File is the config file that was read; "" when there was none.
+	File string
+	// Sources says where each setting came from, by key: "flag --x",
+	// "env CORRAL_X", "file PATH" or "default".
+	Sources map[string]string
+}
+
+// Inputs are the sources Resolve reads besides the file.
+type Inputs struct {
+	// ConfigPath is --config; "" means $CORRAL_CONFIG, else DefaultPath.
+	ConfigPath string
+	// Flags are the settings given on the command line, by key (only
+	// the flags the user set; a flag's default is not a setting).
+	Flags map[string]string
+	// Getenv reads the environment; nil means os.Getenv.
+	Getenv func(string) string
+	// ReadFile reads the config file; nil means os.ReadFile.
+	ReadFile func(string) ([]byte, error)
+}
+
+// env lists the environment variables of each key, first match wins.
+// CONTAINERD_ADDRESS is containerd's own variable (ctr reads it too);
+// CORRAL_DAEMON is the daemon client's name for the socket.
+var env = map[string][]string{
+	KeyAddress:               {"CORRAL_ADDRESS", "CONTAINERD_ADDRESS"},
+	KeyNamespace:             {"CORRAL_NAMESPACE"},
+	KeyStateDir:              {"CORRAL_STATE_DIR"},
+	KeyRuntime:               {"CORRAL_RUNTIME"},
+	KeyImage:                 {"CORRAL_IMAGE"},
+	KeyDaemonSocket:          {"CORRAL_DAEMON_SOCKET", "CORRAL_DAEMON"},
+	KeyLogLevel:              {"CORRAL_LOG_LEVEL"},
+	KeyAllowForeignNamespace: {"CORRAL_ALLOW_FOREIGN_NAMESPACE"},
+}
+
+// Env returns the environment variables that set key, in precedence order.
+func Env(key string) []string { return env[key] }
+
+var defaults = map[string]string{
+	KeyAddress:               sandbox.DefaultAddress,
+	KeyNamespace:             sandbox.DefaultNamespace,
+	KeyStateDir:              sandbox.DefaultStateDir,
+	KeyRuntime:               sandbox.DefaultRuntime,
+	KeyImage:                 sandbox.DefaultImageRef,
+	KeyDaemonSocket:          DefaultDaemonSocket,
+	KeyLogLevel:              "",
+	KeyAllowForeignNamespace: "false",
+}
+
+// Resolve reads the config file and the environment and applies the
+// precedence flags > environment > file > defaults, then Validate. A
+// config file named by --config or $CORRAL_CONFIG must exist; the default
+// one may be absent. Errors wrap errdefs.ErrInvalidArgument (a file that
+// does not decode: an *yamlstrict.Error naming file:line and key).
+func Resolve(in Inputs) (Config, error) {
+	getenv, readFile := in.Getenv, in.ReadFile
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	if readFile == nil {
+		readFile = os.ReadFile
+	}
+	path, named := in.ConfigPath, true
+	if path == "" {
+		path = getenv("CORRAL_CONFIG")
+	}
+	if path == "" {
+		path, named = DefaultPath, false
+	}
+	var file File
+	cfg := Config{Sources: map[string]string{}}
+	data, err := readFile(path)
+	switch {
+	case err == nil:
+		if err := yamlstrict.Decode(path, data, &file); err != nil {
+			return Config{}, err
+		}
+		cfg.File = path
+	case errors.Is(err, fs.ErrNotExist) && !named:
+	case errors.Is(err, fs.ErrNotExist):
+		return Config{}, fmt.Errorf("config file %s: %w: it does not exist; create it or name another with --config or CORRAL_CONFIG", path, errdefs.ErrInvalidArgument)
+	default:
+		return Config{}, fmt.Errorf("reading config file %s: %w", path, err)
+	}
+	fromFile := map[string]string{
+		KeyAddress: file.Address, KeyNamespace: file.Namespace, KeyStateDir: file.StateDir, KeyRuntime: file.Runtime,
+		KeyImage: file.Image, KeyDaemonSocket: file.DaemonSocket, KeyLogLevel: file.LogLevel,
+	}
+	if file.AllowForeignNamespace != nil {
+		fromFile[KeyAllowForeignNamespace] = strconv.FormatBool(*file.AllowForeignNamespace)
+	}
+	get := func(key string) string {
+		if v, ok := in.Flags[key]; ok {
+			cfg.Sources[key] = "flag --" + strings.ReplaceAll(key, "_", "-")
+			return v
+		}
+		for _, e := range env[key] {
+			if v := getenv(e); v != "" {
+				cfg.Sources[key] = "env " + e
+				return v
+			}
+		}
+		if v := fromFile[key]; v != "" {
+			cfg.Sources[key] = "file " + path
+			return v
+		}
+		cfg.Sources[key] = "default"
+		return defaults[key]
+	}
+	cfg.Address = get(KeyAddress)
+	cfg.Namespace = get(KeyNamespace)
+	cfg.StateDir = get(KeyStateDir)
+	cfg.Runtime = get(KeyRuntime)
+	cfg.Image = get(KeyImage)
+	cfg.DaemonSocket = get(KeyDaemonSocket)
+	cfg.LogLevel = get(KeyLogLevel)
+	allow := get(KeyAllowForeignNamespace)
+	b, err := strconv.ParseBool(allow)
+	if err != nil {
+		return Config{}, fmt.Errorf("%s %q: %w: want true or false", cfg.Sources[KeyAllowForeignNamespace], allow, errdefs.ErrInvalidArgument)
+	}
+	cfg.AllowForeignNamespace = b
+	if err := cfg.Validate(); err != nil {
+		return Config{}, err
+	}
+	return cfg, nil
+}
+
+// LogLevels are the log levels corral knows, least to most severe.
+var LogLevels = []string{"debug", "info", "warn", "error"}
+
+// foreign are the containerd namespaces of other engines, with whose.
+var foreign = map[string]string{
+	"moby":   "Docker's",
+	"k8s.io": "Kubernetes' (the CRI plugin's)",
+}
+
+// Foreign returns whose namespace ns is ("Docker's"), or "" when it is
+// no other engine's.
+func Foreign(ns string) string { return foreign[ns] }
+
+// Validate checks the resolved settings; each error is one line naming
+// the setting's source and the fix, wrapping errdefs.ErrInvalidArgument.
+func (c Config) Validate() error {
+	for _, check := range []func(Config) error{checkLogLevel, checkStateDir, checkNamespace} {
+		if err := check(c); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func checkLogLevel(c Config) error {
+	if c.LogLevel == "" {
+		return nil
+	}
+	for _, l := range LogLevels {
+		if c.LogLevel == l {
+			return nil
+		}
+	}
+	return fmt.Errorf("log level %q (%s): %w: want one of %s", c.LogLevel, c.Sources[KeyLogLevel], errdefs.ErrInvalidArgument, strings.Join(LogLevels, ", "))
+}
+
+func checkStateDir(c Config) error {
+	if !filepath.IsAbs(c.StateDir) {
+		return fmt.Errorf("state directory %q (%s): %w: want an absolute path", c.StateDir, c.Sources[KeyStateDir], errdefs.ErrInvalidArgument)
+	}
+	return nil
+}
+
+// checkNamespace refuses another engine's namespace unless allowed on
+// purpose: corral's containers, images and leases would sit among that
+// engine's, which lists, garbage-collects or prunes them as its own (and
+// corral's gc would see the engine's).
+func checkNamespace(c Config) error {
+	whose := foreign[c.Namespace]
+	if whose == "" || c.AllowForeignNamespace {
+		return nil
+	}
+	return fmt.Errorf("namespace %q (%s): %w: it is %s, and corral's containers would mix with that engine's, which manages them as its own; use corral's own (default %q), or pass --allow-foreign-namespace (config allow_foreign_namespace: true) if you mean it",
+		c.Namespace, c.Sources[KeyNamespace], errdefs.ErrInvalidArgument, whose, sandbox.DefaultNamespace)
+}
+
+// Keys returns the setting keys in a stable order.
+func Keys() []string {
+	keys := make([]string, 0, len(defaults))
+	for k := range defaults {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}

@@ -1,0 +1,110 @@
+package config
+
+import (
+	"io/fs"
+	"testing"
+
+	"github.com/containerd/errdefs"
+	"github.com/corral-sandbox/corral/sandbox"
+	"github.com/stretchr/testify/require"
+)
+
+func files(m map[string]string) func(string) ([]byte, error) {
+	return func(p string) ([]byte, error) {
+		if d, ok := m[p]; ok {
+			return []byte(d), nil
+		}
+		return nil, fs.ErrNotExist
+	}
+}
+
+func envOf(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+
+func TestResolvePrecedence(t *testing.T) {
+	file := "address: /file.sock\nnamespace: file-ns\nstate_dir: /file/state\nruntime: file-rt\nimage: file-img\ndaemon_socket: /file/d.sock\nlog_level: error\n"
+	for _, tc := range []struct {
+		name    string
+		flags   map[string]string
+		env     map[string]string
+		files   map[string]string
+		cfgPath string
+		want    Config
+		sources map[string]string
+	}{
+		{name: "defaults, no file", want: Config{Address: sandbox.DefaultAddress, Namespace: sandbox.DefaultNamespace, StateDir: sandbox.DefaultStateDir,
+			Runtime: sandbox.DefaultRuntime, Image: sandbox.DefaultImageRef, DaemonSocket: DefaultDaemonSocket},
+			sources: map[string]string{KeyAddress: "default", KeyLogLevel: "default"}},
+		{name: "file", files: map[string]string{DefaultPath: file},
+			want:    Config{Address: "/file.sock", Namespace: "file-ns", StateDir: "/file/state", Runtime: "file-rt", Image: "file-img", DaemonSocket: "/file/d.sock", LogLevel: "error", File: DefaultPath},
+			sources: map[string]string{KeyAddress: "file " + DefaultPath}},
+		{name: "env over file", files: map[string]string{DefaultPath: file},
+			env: map[string]string{"CONTAINERD_ADDRESS": "/ctd.sock", "CORRAL_NAMESPACE": "env-ns", "CORRAL_LOG_LEVEL": "debug", "CORRAL_STATE_DIR": "/env/state",
+				"CORRAL_RUNTIME": "env-rt", "CORRAL_IMAGE": "env-img", "CORRAL_DAEMON_SOCKET": "/env/d.sock"},
+			want:    Config{Address: "/ctd.sock", Namespace: "env-ns", StateDir: "/env/state", Runtime: "env-rt", Image: "env-img", DaemonSocket: "/env/d.sock", LogLevel: "debug", File: DefaultPath},
+			sources: map[string]string{KeyAddress: "env CONTAINERD_ADDRESS", KeyNamespace: "env CORRAL_NAMESPACE"}},
+		{name: "CORRAL_ADDRESS over CONTAINERD_ADDRESS", env: map[string]string{"CONTAINERD_ADDRESS": "/ctd.sock", "CORRAL_ADDRESS": "/corral.sock"},
+			want: Config{Address: "/corral.sock", Namespace: sandbox.DefaultNamespace, StateDir: sandbox.DefaultStateDir, Runtime: sandbox.DefaultRuntime,
+				Image: sandbox.DefaultImageRef, DaemonSocket: DefaultDaemonSocket}, sources: map[string]string{KeyAddress: "env CORRAL_ADDRESS"}},
+		{name: "flags over env over file", files: map[string]string{"/my.yaml": file}, cfgPath: "/my.yaml",
+			env:     map[string]string{"CORRAL_ADDRESS": "/env.sock", "CORRAL_NAMESPACE": "env-ns"},
+			flags:   map[string]string{KeyAddress: "/flag.sock", KeyLogLevel: "info"},
+			want:    Config{Address: "/flag.sock", Namespace: "env-ns", StateDir: "/file/state", Runtime: "file-rt", Image: "file-img", DaemonSocket: "/file/d.sock", LogLevel: "info", File: "/my.yaml"},
+			sources: map[string]string{KeyAddress: "flag --address", KeyNamespace: "env CORRAL_NAMESPACE", KeyStateDir: "file /my.yaml", KeyLogLevel: "flag --log-level"}},
+		{name: "CORRAL_DAEMON", env: map[string]string{"CORRAL_DAEMON": "/d.sock"},
+			want: Config{Address: sandbox.DefaultAddress, Namespace: sandbox.DefaultNamespace, StateDir: sandbox.DefaultStateDir, Runtime: sandbox.DefaultRuntime,
+				Image: sandbox.DefaultImageRef, DaemonSocket: "/d.sock"}, sources: map[string]string{KeyDaemonSocket: "env CORRAL_DAEMON"}},
+		{name: "CORRAL_CONFIG", files: map[string]string{"/env.yaml": "namespace: other\n"}, env: map[string]string{"CORRAL_CONFIG": "/env.yaml"},
+			want: Config{Address: sandbox.DefaultAddress, Namespace: "other", StateDir: sandbox.DefaultStateDir, Runtime: sandbox.DefaultRuntime,
+				Image: sandbox.DefaultImageRef, DaemonSocket: DefaultDaemonSocket, File: "/env.yaml"}},
+		{name: "foreign namespace allowed in the file", files: map[string]string{DefaultPath: "namespace: moby\nallow_foreign_namespace: true\n"},
+			want: Config{Address: sandbox.DefaultAddress, Namespace: "moby", StateDir: sandbox.DefaultStateDir, Runtime: sandbox.DefaultRuntime,
+				Image: sandbox.DefaultImageRef, DaemonSocket: DefaultDaemonSocket, AllowForeignNamespace: true, File: DefaultPath}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := Resolve(Inputs{ConfigPath: tc.cfgPath, Flags: tc.flags, Getenv: envOf(tc.env), ReadFile: files(tc.files)})
+			require.NoError(t, err)
+			for k, v := range tc.sources {
+				require.Equal(t, v, got.Sources[k], k)
+			}
+			got.Sources = nil
+			require.Equal(t, tc.want, got)
+		})
+	}
+}
+
+func TestResolveErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		flags   map[string]string
+		env     map[string]string
+		files   map[string]string
+		cfgPath string
+		want    string
+	}{
+		{name: "unknown key", files: map[string]string{DefaultPath: "namespace: x\nadress: /a.sock\n"},
+			want: `/etc/corral/config.yaml:2: unknown key "adress" (known: address, allow_foreign_namespace, daemon_socket, image, log_level, namespace, runtime, state_dir)`},
+		{name: "second document", files: map[string]string{DefaultPath: "namespace: x\n---\nnamespace: [\n"},
+			want: `/etc/corral/config.yaml:4: YAML syntax: did not find expected node content`},
+		{name: "named file missing", cfgPath: "/nope.yaml",
+			want: `config file /nope.yaml: invalid argument: it does not exist; create it or name another with --config or CORRAL_CONFIG`},
+		{name: "moby", flags: map[string]string{KeyNamespace: "moby"},
+			want: `namespace "moby" (flag --namespace): invalid argument: it is Docker's, and corral's containers would mix with that engine's, which manages them as its own; use corral's own (default "corral"), or pass --allow-foreign-namespace (config allow_foreign_namespace: true) if you mean it`},
+		{name: "k8s.io from env", env: map[string]string{"CORRAL_NAMESPACE": "k8s.io"},
+			want: `namespace "k8s.io" (env CORRAL_NAMESPACE): invalid argument: it is Kubernetes' (the CRI plugin's), and corral's containers would mix with that engine's, which manages them as its own; use corral's own (default "corral"), or pass --allow-foreign-namespace (config allow_foreign_namespace: true) if you mean it`},
+		{name: "file allows, flag forbids", files: map[string]string{DefaultPath: "namespace: moby\nallow_foreign_namespace: true\n"},
+			flags: map[string]string{KeyAllowForeignNamespace: "false"},
+			want:  `namespace "moby" (file /etc/corral/config.yaml): invalid argument: it is Docker's, and corral's containers would mix with that engine's, which manages them as its own; use corral's own (default "corral"), or pass --allow-foreign-namespace (config allow_foreign_namespace: true) if you mean it`},
+		{name: "log level", env: map[string]string{"CORRAL_LOG_LEVEL": "loud"},
+			want: `log level "loud" (env CORRAL_LOG_LEVEL): invalid argument: want one of debug, info, warn, error`},
+		{name: "bad bool", env: map[string]string{"CORRAL_ALLOW_FOREIGN_NAMESPACE": "sure"},
+			want: `env CORRAL_ALLOW_FOREIGN_NAMESPACE "sure": invalid argument: want true or false`},
+		{name: "relative state dir", flags: map[string]string{KeyStateDir: "state"},
+			want: `state directory "state" (flag --state-dir): invalid argument: want an absolute path`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Resolve(Inputs{ConfigPath: tc.cfgPath, Flags: tc.flags, Getenv: envOf(tc.env), ReadFile: files(tc.files)})
+			require.EqualError(t, err, tc.want)
+			require.True(t, errdefs.IsInvalidArgument(err))
+		})
+	}
+}
