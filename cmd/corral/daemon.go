@@ -53,6 +53,7 @@ docs/daemon.md.`,
 			}
 			cfg.StateDir, cfg.Version, cfg.Log = g.stateDir, sandbox.Version(), log
 			sc := g.config(log)
+			sc.Log = g.progress(log, defaultDaemonLevel) // a long-lived process says what it does
 			sc.Cold = poolDepth == 0
 			err := daemon.Run(cmd.Context(), cfg, func(ctx context.Context) (daemon.Backend, error) {
 				return daemon.NewBackend(ctx, sc)
