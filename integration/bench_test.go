@@ -276,7 +276,7 @@ func BenchmarkCompare(b *testing.B) {
 	for i := 0; i < 10; i++ {
 		fmt.Fprintf(&script, "echo page %d > openwiki/p%d.md; ", i, i)
 	}
-	r, err := cs.ExecWithoutPolicy(context.Background(), []string{"busybox", "sh", "-c", script.String()}, nil, nil)
+	r, err := testutil.ExecWithoutPolicy(context.Background(), cs, []string{"busybox", "sh", "-c", script.String()}, nil, nil)
 	require.NoError(b, err)
 	require.Equal(b, 0, r.ExitCode)
 	collect := add("collect a 10-file change set (100k-file repo)", samples(b, n, func() error {

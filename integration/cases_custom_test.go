@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/corral-sandbox/corral/allowlist"
+	"github.com/corral-sandbox/corral/internal/testutil"
 	"github.com/corral-sandbox/corral/mounts/changeset"
 	"github.com/corral-sandbox/corral/profiles"
 	"github.com/corral-sandbox/corral/sandbox"
@@ -62,7 +63,7 @@ func (h *harness) symlinkSwapRace() {
 	done := make(chan result, 1)
 	start := time.Now()
 	go func() {
-		r, err := s.ExecWithoutPolicy(context.Background(), []string{"busybox", "sh", "-c", shPrelude + h.c.Input.InBoxLoop}, nil, nil)
+		r, err := testutil.ExecWithoutPolicy(context.Background(), s, []string{"busybox", "sh", "-c", shPrelude + h.c.Input.InBoxLoop}, nil, nil)
 		done <- result{r, err}
 	}()
 	time.Sleep(500 * time.Millisecond)

@@ -1279,7 +1279,7 @@ func (h *harness) requireSameView(s *sandbox.Session, before, wrote string) {
 func (h *harness) requireWriteAreaIsTmpfs(s *sandbox.Session) {
 	t := h.t
 	t.Helper()
-	area := filepath.Join(testutil.StateDir(t), "sessions", s.ID, "area")
+	area := filepath.Join(testutil.StateDir(t), "sessions", s.ID, "layout", "area") // every session's mounts are under layout/
 	ms, err := mountinfo.GetMounts(mountinfo.SingleEntryFilter(area))
 	require.NoError(t, err)
 	require.NotEmpty(t, ms, "no mount at %s", area)

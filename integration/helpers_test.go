@@ -75,7 +75,7 @@ func run(t *testing.T, s *sandbox.Session, argv ...string) *sandbox.Result {
 // cases, which test what the kernel enforces where the policy has a hole.
 func inBox(t *testing.T, s *sandbox.Session, argv ...string) *sandbox.Result {
 	t.Helper()
-	res, err := s.ExecWithoutPolicy(context.Background(), argv, nil, nil)
+	res, err := testutil.ExecWithoutPolicy(context.Background(), s, argv, nil, nil)
 	require.NoError(t, err, "argv %q", argv)
 	return res
 }

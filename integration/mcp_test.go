@@ -17,6 +17,7 @@ import (
 
 	"github.com/corral-sandbox/corral/internal/testutil"
 	"github.com/corral-sandbox/corral/mounts/changeset"
+	"github.com/corral-sandbox/corral/review"
 	"github.com/corral-sandbox/corral/sandbox"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/require"
@@ -425,12 +426,18 @@ Deploys run from CI; rotate the API key quarterly (see ` + "`docs/ops.md`" + `).
 	require.NotEmpty(t, id)
 	t.Cleanup(func() { removeSession(t, e, id) })
 
-	// After the agent is gone, the launcher reviews: exactly one page.
-	s, err := e.OpenSession(context.Background(), id)
+	// After the agent is gone, the server has ended the session it made,
+	// keeping its change set as a patch file; the launcher reviews that:
+	// exactly one page, the same patch the agent saw.
+	kept := filepath.Join(testutil.StateDir(t), "patches", id+".patch")
+	require.Eventually(t, func() bool { _, err := os.Stat(kept); return err == nil }, 30*time.Second, 50*time.Millisecond, c.stderr.String())
+	keptPatch, err := os.ReadFile(kept)
 	require.NoError(t, err)
-	cs, err := s.Changes()
+	require.Equal(t, patch, string(keptPatch))
+	pol, err := sandbox.NewPolicy(sandbox.SessionConfig{Repo: repo, Profile: docsProfile(t)})
 	require.NoError(t, err)
-	require.NoError(t, s.Close())
+	cs, err := review.ParsePatch(pol.Repo, keptPatch, pol.Scope, pol.View())
+	require.NoError(t, err)
 	require.NoError(t, cs.Err())
 	require.Len(t, cs.Changes, 1)
 	require.Equal(t, "openwiki/pages/architecture.md", cs.Changes[0].Path)

@@ -100,6 +100,11 @@ func layoutAt(dir string, plan Plan) *Layout {
 	return l
 }
 
+// LayoutAt returns the paths of the layout that Prepare builds under dir
+// for plan, making nothing: what a session fixes before its mounts exist
+// (its view reads the write area from Layout.Write).
+func LayoutAt(dir string, plan Plan) *Layout { return layoutAt(dir, plan) }
+
 // hostMount is one row of the layout's table: a mount in containerd's
 // own terms (Target is absolute here), what it is for messages, and what
 // Prepare does around it.

@@ -60,6 +60,17 @@ type Profile struct {
 	// Seccomp names the seccomp profile; only "default" exists.
 	Seccomp   string    `yaml:"seccomp"`
 	Resources Resources `yaml:"resources"`
+	// TTL is how long a persistent session of this profile may go unused
+	// before it expires: `corral session prune` (and every corral start)
+	// removes it, keeping its change set as a patch file. A Go duration
+	// from MinIdleTTL to MaxIdleTTL; "" means DefaultIdleTTL. Read it with
+	// IdleTTL.
+	TTL string `yaml:"idle_ttl,omitempty"`
+	// PoolDepth is how many containers a long-lived owner of a session
+	// (the MCP server, the daemon) keeps created ahead of the calls, under
+	// its own host-wide cap: 1 to MaxPoolDepth, 0 meaning
+	// DefaultPoolDepth. Read it with Depth.
+	PoolDepth int `yaml:"pool_depth,omitempty"`
 
 	// Grammars are the grammars of Commands, filled in by Load.
 	Grammars map[string]*allowlist.Command `yaml:"-"`
@@ -89,6 +100,15 @@ type Limits struct {
 	WriteInodes    int64
 	TmpBytes       int64
 }
+
+// Session lifetime and pool bounds (Profile.TTL, Profile.PoolDepth).
+const (
+	DefaultIdleTTL   = 24 * time.Hour
+	MinIdleTTL       = time.Second
+	MaxIdleTTL       = 30 * 24 * time.Hour
+	DefaultPoolDepth = 2
+	MaxPoolDepth     = 16
+)
 
 var defaultResources = Resources{
 	Memory: "512MiB", Pids: 64, CPUs: 1, Timeout: "60s", Output: "1MiB",
@@ -240,6 +260,7 @@ func (p *Profile) Validate() error {
 		checkExpose,
 		checkSeccomp,
 		checkResources,
+		checkSession,
 	} {
 		if err := check(p); err != nil {
 			if errdefs.IsInvalidArgument(err) {
@@ -302,6 +323,45 @@ func checkSeccomp(p *Profile) error {
 func checkResources(p *Profile) error {
 	_, err := p.Resources.Limits()
 	return err
+}
+
+func checkSession(p *Profile) error {
+	if _, err := p.idleTTL(); err != nil {
+		return err
+	}
+	if p.PoolDepth < 0 || p.PoolDepth > MaxPoolDepth {
+		return fmt.Errorf("pool_depth %d: want 1 to %d (0: the default, %d)", p.PoolDepth, MaxPoolDepth, DefaultPoolDepth)
+	}
+	return nil
+}
+
+func (p *Profile) idleTTL() (time.Duration, error) {
+	if p.TTL == "" {
+		return DefaultIdleTTL, nil
+	}
+	d, err := time.ParseDuration(p.TTL)
+	if err != nil || d < MinIdleTTL || d > MaxIdleTTL {
+		return 0, fmt.Errorf("idle_ttl %q: want a duration from %s to %s (0 is refused: a session always ends)", p.TTL, MinIdleTTL, MaxIdleTTL)
+	}
+	return d, nil
+}
+
+// IdleTTL returns how long a persistent session may go unused before it
+// expires (Validate has checked TTL).
+func (p *Profile) IdleTTL() time.Duration {
+	d, err := p.idleTTL()
+	if err != nil {
+		panic(fmt.Sprintf("profile %q was not validated: %v", p.Name, err))
+	}
+	return d
+}
+
+// Depth returns how many containers to keep created ahead.
+func (p *Profile) Depth() int {
+	if p.PoolDepth == 0 {
+		return DefaultPoolDepth
+	}
+	return p.PoolDepth
 }
 
 // Limits returns the profile's resource limits (Validate has checked them).

@@ -2,6 +2,7 @@ package profiles
 
 import (
 	"testing"
+	"time"
 
 	"github.com/containerd/errdefs"
 	"github.com/corral-sandbox/corral/internal/names"
@@ -51,5 +52,30 @@ func TestExposeValidation(t *testing.T) {
 		_, err := Parse([]byte(yaml))
 		require.ErrorIs(t, err, errdefs.ErrInvalidArgument, yaml)
 		assert.ErrorContains(t, err, want, yaml)
+	}
+}
+
+func TestSessionFields(t *testing.T) {
+	base := func() Profile {
+		p, err := Load(DefaultName)
+		require.NoError(t, err)
+		return *p
+	}
+	p := base()
+	require.Equal(t, DefaultIdleTTL, p.IdleTTL())
+	require.Equal(t, DefaultPoolDepth, p.Depth())
+	p.TTL, p.PoolDepth = "90m", 4
+	require.NoError(t, p.Validate())
+	require.Equal(t, 90*time.Minute, p.IdleTTL())
+	require.Equal(t, 4, p.Depth())
+	for _, bad := range []string{"0", "0s", "-1h", "500ms", "721h", "forever"} {
+		p := base()
+		p.TTL = bad
+		require.ErrorIs(t, p.Validate(), errdefs.ErrInvalidArgument, bad)
+	}
+	for _, bad := range []int{-1, MaxPoolDepth + 1} {
+		p := base()
+		p.PoolDepth = bad
+		require.ErrorIs(t, p.Validate(), errdefs.ErrInvalidArgument, "%d", bad)
 	}
 }

@@ -30,7 +30,7 @@ const chargedFile = "violations.json"
 // the blame is per call. Calls of one session that run at the same time
 // share the blame for what appeared while they ran: the first to collect
 // is charged. A persistent session keeps the charged set in its state
-// directory under the session lock; a one-call session in memory.
+// directory under the session lock; an ephemeral session in memory.
 func (s *Session) CallChanges() (cs *changeset.Set, introduced []changeset.Problem, err error) {
 	return s.CallChangesContext(context.Background())
 }
@@ -52,7 +52,7 @@ func (s *Session) CallChangesContext(ctx context.Context) (cs *changeset.Set, in
 // charge records now as the charged violations and returns those of now
 // that were not charged before.
 func (s *Session) charge(now []changeset.Problem) ([]changeset.Problem, error) {
-	if s.store == nil {
+	if s.record.Ephemeral {
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		introduced := newViolations(s.charged, now)

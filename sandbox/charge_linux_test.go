@@ -16,9 +16,9 @@ func TestChargeBlamesTheCallThatMadeAViolation(t *testing.T) {
 	dir := t.TempDir()
 	require.NoError(t, os.WriteFile(filepath.Join(dir, lockFile), nil, 0o600))
 	// Two sessions over one store: two corral processes.
-	a := &Session{store: &sessionStore{dir: dir}}
-	b := &Session{store: &sessionStore{dir: dir}}
-	one := &Session{}
+	a := &Session{store: &store{dir: dir}}
+	b := &Session{store: &store{dir: dir}}
+	one := &Session{record: SessionRecord{Ephemeral: true}}
 
 	for _, step := range []struct {
 		s         *Session

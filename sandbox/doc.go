@@ -1,30 +1,98 @@
 // Package sandbox runs one agent invocation in its own short-lived OCI
-// container through containerd: an Executor holds the connection and the
-// long-lived configuration, a Session holds what the trusted launcher fixed
-// (repository, profile, write scope) and its host-side mounts, and each
-// Exec checks the argv against the profile's allowlist before it runs it in
-// a fresh container under the profile's limits and collects the result.
-// Changes reads the session's change set from the write area.
+// container through containerd, under a session that the trusted
+// launcher fixed.
 //
-// A session from NewSession lives as long as its process. CreateSession
-// makes a persistent one instead: its capability, profile snapshot and
-// hidden set are recorded under the state directory and its host mounts
-// stay between invocations and processes, so OpenSession (another corral
-// process, after a restart) continues it with the same write area, and
-// only RemoveSession removes it. The file tools (Read, List, Glob, Search,
-// Write, Edit) check paths on the host like Exec, then run inside a fresh
-// container of the session too (corral-init's fs mode, package fsop).
+// # Parts
 //
-// One container, one plan, one spec: a session resolves its image (for the
-// snapshot) and corral-init (a content-addressed copy under the state
-// directory, bound read-only into every container at initctl.InitPath)
-// once, at its first invocation. Each container is then a containerPlan —
-// its id, the limits, the seccomp profile, the layout's binds, the control
-// directory and corral-init — and specOpts is the one function that turns a
-// plan into the spec, in the order STYLE.md gives: default spec (a private
-// network namespace with only lo), read-only rootfs, the process, cwd, env,
-// user, no_new_privs, capabilities, then seccomp, then the mounts, then
-// resource limits. Every container's process is corral-init reading an
-// initctl.Request from the control file written just before the start, so
-// a container can be created before the call arrives, with any image.
+// An Executor holds the long-lived configuration, the audit log and the
+// containerd connection, made on first need (Connect): sessions, their
+// change sets, listing, pruning and removing them need no containerd,
+// because the writes live on a host tmpfs. A Session is assembled from
+// parts with one job each, in the manner of containerd's client (Client →
+// Container → Task):
+//
+//	Policy  immutable: repository, write scope, profile, limits, the hidden
+//	        set and the view built on it. The view reads the write
+//	        directory from the write area of the layout the session will
+//	        have (mounts.LayoutAt), fixed at construction, never patched
+//	        in after mounting. NewPolicy alone serves `corral check` and
+//	        `corral apply`.
+//	store   the session's directory under StateDir/sessions/<id>: record,
+//	        profile snapshot, hidden set, the inuse and lock files,
+//	        charged violations (store_linux.go has the layout). Every
+//	        session has one; a directory is made under a staging name and
+//	        renamed, so a named one always has a complete record.
+//	layout  the host mounts (mounts.Layout), attached when a persistent
+//	        session opens, made at an ephemeral one's first call (ready),
+//	        immutable afterwards.
+//	runner  creates (containerPlan → specOpts, the one spec function),
+//	        starts, waits for and destroys containers; it tracks the
+//	        running ones so a failed session kills them at once.
+//	pool    containers created ahead of the calls: the profile's
+//	        pool_depth, under the executor-wide Config.MaxWarm; none in a
+//	        Cold (one-call) process.
+//	watch   in a long-lived owner, the repository watch (fsnotify) that
+//	        fails the session closed when a path the rules hide appears
+//	        that the whiteouts do not cover.
+//
+// # Lifecycle
+//
+// One lifecycle for every session: create (CreateSession, or NewSession
+// for an ephemeral one) computes the policy, records the store and
+// prepares the layout; OpenSession re-reads the store, rescans the
+// repository like a new session (hidden.Rescan) and re-attaches the
+// layout; each call (Exec, the file tools) checks the repository, takes
+// a container from the pool or creates one, runs it and destroys it in
+// the background; Close lets go. An ephemeral session is removed by its
+// Close; a persistent one stays until RemoveSession, EndSession (its
+// change set kept as a patch) or Prune once idle for its TTL. A process
+// holds each open session's inuse file with a shared flock: what no live
+// process holds can be swept (ephemeral, half-made) or pruned (expired)
+// by any corral start (New: Sweep; Connect: SweepContainers) and by GC.
+//
+// Every container's process is corral-init (initctl), bound read-only
+// from a content-addressed copy under the state directory, which reads an
+// initctl.Request from the control file written just before the start,
+// runs the tool as its child, reaps, and holds the deadline itself
+// (timeout + InitGrace): a tool never outlives a dead supervisor. Every
+// container and lease is labelled with its owner's pid and start time and
+// a deadline, so a sweep reaps what a dead (or overdue) owner left.
+//
+// The spec, in the order STYLE.md gives (specOpts): default spec (a
+// private network namespace with only lo), read-only rootfs, the process,
+// cwd, env, user, no_new_privs, capabilities, then seccomp, then the
+// mounts, then resource limits.
+//
+// # Lock order
+//
+// Locks are taken in this order, never the reverse; a lock lower in the
+// list is never held while one above it is taken:
+//
+//  1. Session.fileMu: serializes this process's file-tool writes.
+//  2. store.lock (flock on the session's lock file, a new open file
+//     description each time, never nested): serializes writes and the
+//     charged violations across processes.
+//  3. Session.calls: read-held by each call until its container exited,
+//     write-held by Changes.
+//  4. Session.readyMu: the parts made on the first need (an ephemeral
+//     session's store and layout, the watch); ready takes no other lock
+//     while holding it (it prepares a new ephemeral store's mounts
+//     without the store lock: no other process can open it), and Close
+//     holds it while the watch stops.
+//  5. Session.mu: the closed and failed state, the charged violations of
+//     an ephemeral session.
+//  6. Leaves, held briefly and never while taking another: runner.mu,
+//     pool.mu, watcher.mu and watcher.bmu, Executor.connMu (which the
+//     first connect holds through the container sweep),
+//     Executor.sweptMu, Executor.initOnce.
+//
+// The inuse flock is not in the order: it is taken once when a session
+// is opened and released when it is closed, never waited for while
+// another lock is held (sweeps and Prune only try it, LOCK_NB).
+// So a file-tool write makes the session ready first, then takes fileMu,
+// then the store lock, then calls (its container run, which finds the
+// session ready under readyMu); Changes takes calls, then mu, and CallChanges' charge
+// takes the store lock only after Changes released calls. (Before the
+// split, Write took the store lock and then, through prepare, mu and the
+// store lock again through a second open file description.)
 package sandbox

@@ -38,6 +38,10 @@ type Config struct {
 	// ahead of it: for one-call processes (the CLI), where a container
 	// created ahead would be thrown away, and for comparisons.
 	Cold bool
+	// MaxWarm caps the containers created ahead of calls across all the
+	// executor's sessions (each session keeps its profile's pool_depth
+	// under it); 0 means DefaultMaxWarm. Unused when Cold.
+	MaxWarm int
 	// AuditFile, when set, receives a copy of the audit events, which
 	// always go to StateDir/audit.log.
 	AuditFile string
@@ -46,18 +50,47 @@ type Config struct {
 	Log io.Writer
 }
 
-// Executor runs invocations through one containerd connection. It is safe
-// for concurrent use. The caller must call Close.
+// Executor runs invocations through one containerd connection, made on
+// first need: sessions, their change sets, listing, pruning and removing
+// persistent sessions need none (their writes are on a host tmpfs). It is
+// safe for concurrent use. The caller must call Close.
 type Executor struct {
-	cfg    Config
-	client *containerd.Client
-	audit  *audit.Logger
+	cfg   Config
+	audit *audit.Logger
+	// warm is the executor-wide cap on containers created ahead.
+	warm warmCap
 
-	imgOnce sync.Mutex
-	img     containerd.Image
+	// connMu guards the connection and what is resolved once through it.
+	connMu sync.Mutex
+	client *containerd.Client
+	img    containerd.Image
 
 	initOnce sync.Mutex
 	init     string // see initBinary
+
+	// swept is what the sweeps at start (New, Connect) removed, until
+	// GC or Prune reports it.
+	sweptMu sync.Mutex
+	swept   GCReport
+}
+
+// noteSwept keeps r for the next GC or Prune report.
+func (e *Executor) noteSwept(r *GCReport) {
+	if r == nil {
+		return
+	}
+	e.sweptMu.Lock()
+	e.swept.add(r)
+	e.sweptMu.Unlock()
+}
+
+// takeSwept returns what the sweeps at start removed, once.
+func (e *Executor) takeSwept() GCReport {
+	e.sweptMu.Lock()
+	defer e.sweptMu.Unlock()
+	r := e.swept
+	e.swept = GCReport{}
+	return r
 }
 
 // privateAddress is where hack/setup.sh starts a private containerd.
@@ -75,8 +108,12 @@ func ResolveAddress(flag string) string {
 	return DefaultAddress
 }
 
-// New connects to containerd. When nothing answers at the address the
-// error (wrapping errdefs.ErrUnavailable) says how to start one.
+// New validates cfg, opens the audit log and sweeps the state directory's
+// sessions without containerd (Sweep): ephemeral sessions of dead
+// processes go, and expired persistent ones are pruned, their change
+// sets kept as patch files. It does not connect to containerd: the first
+// call that needs it does (see Connect), and sweeps what dead processes
+// left there.
 func New(ctx context.Context, cfg Config) (*Executor, error) {
 	cfg.Address = ResolveAddress(cfg.Address)
 	if cfg.Namespace == "" {
@@ -94,24 +131,58 @@ func New(ctx context.Context, cfg Config) (*Executor, error) {
 	if cfg.Log == nil {
 		cfg.Log = io.Discard
 	}
+	if cfg.MaxWarm <= 0 {
+		cfg.MaxWarm = DefaultMaxWarm
+	}
 	if !filepath.IsAbs(cfg.StateDir) || strings.ContainsAny(cfg.StateDir, ":,\n") {
 		return nil, fmt.Errorf("state directory %q: %w: want an absolute path without ':', ',' or newlines", cfg.StateDir, errdefs.ErrInvalidArgument)
 	}
 	if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
+		if errors.Is(err, os.ErrPermission) {
+			return nil, fmt.Errorf("%w: creating state directory %s: corral needs root (the session mounts are root's)", errdefs.ErrPermissionDenied, cfg.StateDir)
+		}
 		return nil, fmt.Errorf("creating state directory: %w", err)
 	}
+	log, err := audit.Open(cfg.StateDir, cfg.AuditFile)
+	if err != nil {
+		return nil, fmt.Errorf("opening the audit log: %w", err)
+	}
+	e := &Executor{cfg: cfg, audit: log, warm: make(warmCap, cfg.MaxWarm)}
+	r, err := e.Sweep(ctx)
+	e.noteSwept(r)
+	if err != nil {
+		fmt.Fprintf(cfg.Log, "corral: sweeping the state directory: %v\n", oneLine(err))
+	}
+	return e, nil
+}
+
+// Connect connects to containerd unless connected, and then sweeps what
+// dead processes of this state directory left there (SweepContainers).
+// When nothing answers at the address the error (wrapping
+// errdefs.ErrUnavailable) says how to start one.
+func (e *Executor) Connect(ctx context.Context) (*containerd.Client, error) {
+	e.connMu.Lock()
+	defer e.connMu.Unlock()
+	return e.connectLocked(ctx)
+}
+
+func (e *Executor) connectLocked(ctx context.Context) (*containerd.Client, error) {
+	if e.client != nil {
+		return e.client, nil
+	}
+	cfg := e.cfg
 	unavailable := func(err error) error {
 		if errors.Is(err, os.ErrPermission) || os.Geteuid() != 0 {
-			return fmt.Errorf("%w: corral needs root: containerd's socket %s and the session mounts are root's (%v)", errdefs.ErrPermissionDenied, cfg.Address, err)
+			return fmt.Errorf("%w: corral needs root: containerd's socket %s and the session mounts are root's (%v)", errdefs.ErrPermissionDenied, cfg.Address, oneLine(err))
 		}
 		if cfg.Address == DefaultAddress {
 			if _, serr := os.Stat(privateAddress); serr == nil {
 				return fmt.Errorf("%w: no containerd answers at %s (%v); corral's private one is at %s: pass --address %s or export CONTAINERD_ADDRESS (`. build/env && export CONTAINERD_ADDRESS` in corral's source tree)",
-					errdefs.ErrUnavailable, cfg.Address, err, privateAddress, privateAddress)
+					errdefs.ErrUnavailable, cfg.Address, oneLine(err), privateAddress, privateAddress)
 			}
 		}
 		return fmt.Errorf("%w: no containerd answers at %s (%v); start one (as root: `apt-get install containerd runc && containerd &`, or `make setup` in corral's source tree, which starts a private one) and pass its socket with --address or CONTAINERD_ADDRESS",
-			errdefs.ErrUnavailable, cfg.Address, err)
+			errdefs.ErrUnavailable, cfg.Address, oneLine(err))
 	}
 	if _, err := os.Stat(cfg.Address); err != nil {
 		return nil, unavailable(err)
@@ -126,24 +197,40 @@ func New(ctx context.Context, cfg Config) (*Executor, error) {
 		client.Close()
 		return nil, unavailable(err)
 	}
-	log, err := audit.Open(cfg.StateDir, cfg.AuditFile)
+	e.client = client
+	r, err := e.sweepContainers(ctx, false)
+	e.noteSwept(r)
 	if err != nil {
-		client.Close()
-		return nil, fmt.Errorf("opening the audit log: %w", err)
+		fmt.Fprintf(cfg.Log, "corral: sweeping containers of dead corral processes: %v\n", oneLine(err))
 	}
-	return &Executor{cfg: cfg, client: client, audit: log}, nil
+	return client, nil
 }
 
-// Close closes the containerd connection and the audit log.
+// Close closes the containerd connection, if one was made, and the audit
+// log.
 func (e *Executor) Close() error {
-	return errors.Join(e.client.Close(), e.audit.Close())
+	e.connMu.Lock()
+	defer e.connMu.Unlock()
+	var err error
+	if e.client != nil {
+		err = e.client.Close()
+	}
+	return errors.Join(err, e.audit.Close())
 }
 
 // Audit returns the executor's audit log (never nil once New succeeded).
 func (e *Executor) Audit() *audit.Logger { return e.audit }
 
-// Client returns the containerd client (for image builds and gc).
-func (e *Executor) Client() *containerd.Client { return e.client }
+// Client returns the containerd client, connecting first if needed (for
+// image builds and tests); nil when containerd cannot be reached (Connect
+// returns why).
+func (e *Executor) Client() *containerd.Client {
+	c, err := e.Connect(context.Background())
+	if err != nil {
+		return nil
+	}
+	return c
+}
 
 // Config returns the resolved configuration.
 func (e *Executor) Config() Config { return e.cfg }
@@ -162,26 +249,53 @@ func (e *Executor) runtimeOptions() any {
 	return &options.Options{Root: filepath.Join(e.cfg.StateDir, "runc")}
 }
 
-// image returns the tools image, building the default one on first use.
-func (e *Executor) image(ctx context.Context) (containerd.Image, error) {
-	e.imgOnce.Lock()
-	defer e.imgOnce.Unlock()
-	if e.img != nil {
-		return e.img, nil
+// runtimeParts are what every container of the executor is made from,
+// resolved once: the connection, the tools image (its snapshot is every
+// container's root; any image works) and corral-init.
+type runtimeParts struct {
+	client *containerd.Client
+	image  containerd.Image
+	init   string
+}
+
+// runtime connects if needed and resolves the image (building the
+// default one on first use) and corral-init, once per executor.
+func (e *Executor) runtime(ctx context.Context) (runtimeParts, error) {
+	e.connMu.Lock()
+	defer e.connMu.Unlock()
+	client, err := e.connectLocked(ctx)
+	if err != nil {
+		return runtimeParts{}, err
 	}
-	img, err := e.client.GetImage(ctx, e.cfg.Image)
+	init, err := e.initBinary()
+	if err != nil {
+		return runtimeParts{}, err
+	}
+	if e.img == nil {
+		img, err := e.image(e.Context(ctx), client)
+		if err != nil {
+			return runtimeParts{}, e.wrapContainerd("resolving the tools image", err)
+		}
+		e.img = img
+	}
+	return runtimeParts{client: client, image: e.img, init: init}, nil
+}
+
+// image returns the tools image, building the default one on first use.
+func (e *Executor) image(ctx context.Context, client *containerd.Client) (containerd.Image, error) {
+	img, err := client.GetImage(ctx, e.cfg.Image)
 	switch {
 	case err == nil:
 	case errdefs.IsNotFound(err) && e.cfg.Image == DefaultImageRef:
 		fmt.Fprintf(e.cfg.Log, "corral: building image %s on first use\n", e.cfg.Image)
-		if _, err := BuildImage(ctx, e.client, DefaultImageSpec()); err != nil {
+		if _, err := BuildImage(ctx, client, DefaultImageSpec()); err != nil {
 			return nil, fmt.Errorf("building image %s: %w", e.cfg.Image, err)
 		}
-		if img, err = e.client.GetImage(ctx, e.cfg.Image); err != nil {
+		if img, err = client.GetImage(ctx, e.cfg.Image); err != nil {
 			return nil, err
 		}
 	case errdefs.IsNotFound(err):
-		if img, err = e.client.Pull(ctx, e.cfg.Image, containerd.WithPullUnpack, containerd.WithPullSnapshotter(snapshotter)); err != nil {
+		if img, err = client.Pull(ctx, e.cfg.Image, containerd.WithPullUnpack, containerd.WithPullSnapshotter(snapshotter)); err != nil {
 			return nil, fmt.Errorf("image %s is not in containerd and could not be pulled: %w", e.cfg.Image, err)
 		}
 	default:
@@ -192,6 +306,8 @@ func (e *Executor) image(ctx context.Context) (containerd.Image, error) {
 			return nil, fmt.Errorf("unpacking image %s: %w", e.cfg.Image, err)
 		}
 	}
-	e.img = img
 	return img, nil
 }
+
+// fifoDir holds the containers' stdio FIFOs (cio.WithFIFODir).
+func (e *Executor) fifoDir() string { return filepath.Join(e.cfg.StateDir, "fifo") }

@@ -253,14 +253,15 @@ func (s *Session) Write(ctx context.Context, unsafePath string, content []byte, 
 			return nil, err
 		}
 	}
+	// The store's lock below needs the store.
+	if err := s.ready(); err != nil {
+		return nil, err
+	}
 	unlock, err := s.lockWrites()
 	if err != nil {
 		return nil, err
 	}
 	defer unlock()
-	if err := s.prepare(); err != nil {
-		return nil, err
-	}
 	staged, cleanup, err := s.stage(content)
 	if err != nil {
 		return nil, err
@@ -299,14 +300,15 @@ func (s *Session) Edit(ctx context.Context, unsafePath, oldText, newText, expect
 	if err := checkSHA256(expectedSHA256); err != nil {
 		return nil, err
 	}
+	// The store's lock below needs the store.
+	if err := s.ready(); err != nil {
+		return nil, err
+	}
 	unlock, err := s.lockWrites()
 	if err != nil {
 		return nil, err
 	}
 	defer unlock()
-	if err := s.prepare(); err != nil {
-		return nil, err
-	}
 	oldFile, cleanOld, err := s.stage([]byte(oldText))
 	if err != nil {
 		return nil, err
@@ -387,12 +389,10 @@ func (s *Session) helperOutput() int {
 }
 
 // lockWrites serializes the session's file-tool writes, in this process
-// and (for a persistent session) across processes.
+// and across processes (fileMu, then the store's lock: see the lock order
+// in the package comment).
 func (s *Session) lockWrites() (func(), error) {
 	s.fileMu.Lock()
-	if s.store == nil {
-		return s.fileMu.Unlock, nil
-	}
 	unlock, err := s.store.lock()
 	if err != nil {
 		s.fileMu.Unlock()
@@ -431,16 +431,7 @@ func (s *Session) stage(data []byte) (string, func(), error) {
 // it bypasses the allowlist) through corral-init's fs mode in a fresh
 // container of the session and decodes its answer into out.
 func (s *Session) runHelper(ctx context.Context, op, p string, argv []string, out any) error {
-	// Like ExecWithoutPolicy: Changes never reads while this runs.
-	s.running.RLock()
-	defer s.running.RUnlock()
-	if err := s.prepare(); err != nil {
-		return err
-	}
-	if err := s.checkRepo(); err != nil {
-		return err
-	}
-	res, err := s.run(ctx, initctl.Request{Mode: initctl.FS, Argv: argv}, nil, nil)
+	res, err := s.call(ctx, initctl.Request{Mode: initctl.FS, Argv: argv}, nil, nil)
 	if err != nil {
 		return fmt.Errorf("%s: %w", op, err)
 	}

@@ -5,9 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"sort"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -18,63 +21,162 @@ import (
 	"github.com/corral-sandbox/corral/mounts"
 )
 
-// LabelPID is the pid of the supervisor that created a container; gc
-// leaves alone what a live supervisor owns.
-const LabelPID = LabelPrefix + "pid"
-
-// GCReport lists what GC removed.
+// GCReport lists what a sweep or GC removed.
 type GCReport struct {
 	Containers []string `json:"containers"`
 	Leases     []string `json:"leases"`
-	Mounts     []string `json:"mounts"`
-	Sessions   []string `json:"sessions"`
+	// FIFODirs are stdio FIFO directories of containers that are gone.
+	FIFODirs []string `json:"fifo_dirs"`
+	Mounts   []string `json:"mounts"`
+	// Sessions are the session directories removed: ephemeral sessions
+	// of dead processes and half-made ones (no complete record, nobody
+	// holding them).
+	Sessions []string `json:"sessions"`
+	// Pruned are the expired persistent sessions removed, each with the
+	// patch file that keeps its change set.
+	Pruned []Ended `json:"pruned"`
 }
 
-// alive reports whether a process with this pid exists.
-func alive(pid string) bool {
+func (r *GCReport) add(o *GCReport) {
+	r.Containers = append(r.Containers, o.Containers...)
+	r.Leases = append(r.Leases, o.Leases...)
+	r.FIFODirs = append(r.FIFODirs, o.FIFODirs...)
+	r.Mounts = append(r.Mounts, o.Mounts...)
+	r.Sessions = append(r.Sessions, o.Sessions...)
+	r.Pruned = append(r.Pruned, o.Pruned...)
+}
+
+// timeNow is the creation time of records.
+func timeNow() time.Time { return time.Now().UTC().Truncate(time.Second) }
+
+// ownerLabels are the labels of a container or lease this process
+// creates now, overdue after deadline.
+func (e *Executor) ownerLabels(deadline time.Time) map[string]string {
+	pid := os.Getpid()
+	return map[string]string{
+		LabelOwner: "corral", LabelStateDir: e.cfg.StateDir,
+		LabelPID: strconv.Itoa(pid), LabelPIDStart: processStart(pid),
+		LabelDeadline: strconv.FormatInt(deadline.Unix(), 10),
+	}
+}
+
+// processStart returns field 22 of /proc/PID/stat (the start time in
+// clock ticks since boot, proc(5)), "" when unreadable.
+func processStart(pid int) string {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return ""
+	}
+	// The command name (field 2) may hold spaces; it ends at the last ')'.
+	i := strings.LastIndexByte(string(data), ')')
+	if i < 0 {
+		return ""
+	}
+	f := strings.Fields(string(data[i+1:]))
+	if len(f) < 20 {
+		return ""
+	}
+	return f[19]
+}
+
+// alive reports whether the process pid exists and, when start is
+// known, is the one that started then (not a reuse of its pid).
+func alive(pid, start string) bool {
 	n, err := strconv.Atoi(pid)
 	if err != nil || n <= 0 {
 		return false
 	}
 	err = syscall.Kill(n, 0)
-	return err == nil || errors.Is(err, syscall.EPERM)
+	if err != nil && !errors.Is(err, syscall.EPERM) {
+		return false
+	}
+	return start == "" || processStart(n) == "" || processStart(n) == start
 }
 
-// GC removes what a crashed supervisor of this state directory left
-// behind: containers (killing their tasks, deleting their snapshots),
-// leases, host mounts found with mountinfo under the state directory, and
-// session directories. Containers and sessions whose supervisor is still
-// running, and persistent sessions (CreateSession), are kept unless force
-// is set.
+// overdue reports whether what carries labels may be reaped: its owner
+// is dead, or its deadline passed (force: always).
+func overdue(labels map[string]string, force bool, now time.Time) bool {
+	if force || !alive(labels[LabelPID], labels[LabelPIDStart]) {
+		return true
+	}
+	if d, err := strconv.ParseInt(labels[LabelDeadline], 10, 64); err == nil && now.Unix() > d {
+		return true
+	}
+	return false
+}
+
+// GC removes (and reports, with what the sweeps when this executor
+// started removed) what crashed corral processes of this state directory left
+// behind: in containerd (SweepContainers: containers, their tasks and
+// snapshots, leases, FIFO directories) and on the host (Sweep: host
+// mounts found with mountinfo, ephemeral and half-made session
+// directories, expired sessions with their change sets kept). What a
+// live process owns is kept, and so are persistent sessions, unless
+// force is set: then everything goes, persistent sessions included.
 func (e *Executor) GC(ctx context.Context, force bool) (*GCReport, error) {
+	rep := &GCReport{}
+	defer func() {
+		// What this process's own start swept is part of the report.
+		swept := e.takeSwept()
+		swept.add(rep)
+		*rep = swept
+	}()
+	var errs []error
+	if _, err := e.Connect(ctx); err != nil {
+		errs = append(errs, err)
+	} else {
+		r, err := e.sweepContainers(ctx, force)
+		rep.add(r)
+		errs = append(errs, err)
+	}
+	r, err := e.sweepSessions(ctx, force)
+	rep.add(r)
+	errs = append(errs, err)
+	return rep, errors.Join(errs...)
+}
+
+// SweepContainers reaps the containers and leases of this state
+// directory whose owner is dead or whose deadline passed, and the FIFO
+// directories of containers that are gone. Every Connect runs it once;
+// it costs two list calls when nothing is overdue.
+func (e *Executor) SweepContainers(ctx context.Context) (*GCReport, error) {
+	if _, err := e.Connect(ctx); err != nil {
+		return &GCReport{}, err
+	}
+	return e.sweepContainers(ctx, false)
+}
+
+func (e *Executor) sweepContainers(ctx context.Context, force bool) (*GCReport, error) {
 	ctx = e.Context(ctx)
 	rep := &GCReport{}
 	filter := fmt.Sprintf("labels.%q==corral,labels.%q==%q", LabelOwner, LabelStateDir, e.cfg.StateDir)
 	cs, err := e.client.Containers(ctx, filter)
 	if err != nil {
-		return nil, fmt.Errorf("listing containers: %w", err)
+		return rep, e.wrapContainerd("listing containers", err)
 	}
+	now := time.Now()
+	live, reaped := map[string]bool{}, map[string]bool{}
 	var errs []error
 	for _, c := range cs {
 		labels, err := c.Labels(ctx)
-		if err != nil {
-			continue
-		}
-		if !force && alive(labels[LabelPID]) {
+		if err != nil || !overdue(labels, force, now) {
+			live[c.ID()] = true
 			continue
 		}
 		if err := reap(ctx, c); err != nil {
 			errs = append(errs, err)
+			live[c.ID()] = true
 			continue
 		}
 		rep.Containers = append(rep.Containers, c.ID())
+		reaped[c.ID()] = true
 	}
 	ls, err := e.client.LeasesService().List(ctx, filter)
 	if err != nil {
-		return nil, fmt.Errorf("listing leases: %w", err)
+		return rep, errors.Join(append(errs, e.wrapContainerd("listing leases", err))...)
 	}
 	for _, l := range ls {
-		if !force && alive(l.Labels[LabelPID]) {
+		if !overdue(l.Labels, force, now) {
 			continue
 		}
 		if err := e.client.LeasesService().Delete(ctx, l, leases.SynchronousDelete); err != nil && !errdefs.IsNotFound(err) {
@@ -83,26 +185,106 @@ func (e *Executor) GC(ctx context.Context, force bool) (*GCReport, error) {
 		}
 		rep.Leases = append(rep.Leases, l.ID)
 	}
-	sessions := filepath.Join(e.cfg.StateDir, "sessions")
-	entries, _ := os.ReadDir(sessions)
-	for _, d := range entries {
-		dir := filepath.Join(sessions, d.Name())
-		// A persistent session outlives every process: only
-		// `corral session rm` (or --force) removes it.
-		if !force && persistent(dir) {
+	rep.FIFODirs = e.sweepFIFOs(live, reaped, now)
+	return rep, errors.Join(errs...)
+}
+
+// sweepFIFOs removes the FIFO directories (cio.WithFIFODir: one per task,
+// its files named <container id>-stdout and so on) of the containers just
+// reaped, and those of no listed container once a minute old (younger, it
+// may be a task another process is creating right now).
+func (e *Executor) sweepFIFOs(live, reaped map[string]bool, now time.Time) []string {
+	dirs, _ := os.ReadDir(e.fifoDir())
+	var removed []string
+	for _, d := range dirs {
+		p := filepath.Join(e.fifoDir(), d.Name())
+		files, err := os.ReadDir(p)
+		if err != nil {
 			continue
 		}
-		pid, _ := os.ReadFile(filepath.Join(dir, "owner.pid"))
-		if !force && alive(string(pid)) {
+		mine, owned := false, false
+		for _, f := range files {
+			if id, _, ok := strings.Cut(f.Name(), "-std"); ok {
+				mine = mine || reaped[id]
+				owned = owned || live[id]
+			}
+		}
+		st, err := os.Lstat(p)
+		old := err == nil && now.Sub(st.ModTime()) > time.Minute
+		if owned || !(mine || old) {
+			continue
+		}
+		if err := os.RemoveAll(p); err == nil {
+			removed = append(removed, d.Name())
+		}
+	}
+	return removed
+}
+
+// Sweep cleans the state directory's sessions without containerd: it
+// removes ephemeral sessions no process holds any more (their owner
+// died), half-made ones (no complete record, nobody holding them), and
+// prunes expired persistent sessions (Prune). Every New runs it.
+func (e *Executor) Sweep(ctx context.Context) (*GCReport, error) {
+	return e.sweepSessions(ctx, false)
+}
+
+func (e *Executor) sweepSessions(ctx context.Context, force bool) (*GCReport, error) {
+	rep := &GCReport{}
+	entries, err := os.ReadDir(e.sessionsDir())
+	if errors.Is(err, fs.ErrNotExist) {
+		return rep, nil
+	}
+	if err != nil {
+		return rep, err
+	}
+	now := time.Now()
+	var errs []error
+	for _, d := range entries {
+		dir := filepath.Join(e.sessionsDir(), d.Name())
+		if st, err := os.Lstat(dir); err == nil && strings.HasPrefix(d.Name(), newPrefix) && now.Sub(st.ModTime()) < time.Minute && !force {
+			continue // being made (createStore) right now
+		}
+		release, free := tryExclusive(dir)
+		if !free && !force {
+			continue // a live process holds it
+		}
+		if release == nil {
+			release = func() {}
+		}
+		rec, rerr := readRecord(dir)
+		switch {
+		case errors.Is(rerr, errdefs.ErrNotFound) || strings.HasPrefix(d.Name(), "."):
+			// Half-made: the staging name, or no record (a crash, or a
+			// one-call session of an older corral, which wrote owner.pid).
+			if pid, err := os.ReadFile(filepath.Join(dir, ownerFile)); err == nil && alive(strings.TrimSpace(string(pid)), "") && !force {
+				release()
+				continue
+			}
+		case rerr != nil:
+			release() // unreadable: `corral session rm` decides
+			continue
+		case rec.Ephemeral, force:
+		case now.After(lastUse(dir, rec.Created).Add(rec.idleTTL())):
+			ended, err := e.end(ctx, dir, rec)
+			release()
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			rep.Pruned = append(rep.Pruned, ended)
+			continue
+		default:
+			release()
 			continue
 		}
 		found, err := mounts.Sweep(dir)
 		rep.Mounts = append(rep.Mounts, found...)
-		if err != nil {
-			errs = append(errs, err)
-			continue
+		if err == nil {
+			err = removeSessionDir(dir)
 		}
-		if err := os.RemoveAll(dir); err != nil {
+		release()
+		if err != nil {
 			errs = append(errs, err)
 			continue
 		}
@@ -113,7 +295,7 @@ func (e *Executor) GC(ctx context.Context, force bool) (*GCReport, error) {
 
 // reap kills and deletes a leftover container. The task's IO is attached
 // to a discard sink first: without a reader the task can block forever on
-// its FIFOs and task.Delete waits (NOTES-containerd.md).
+// its FIFOs and task.Delete waits.
 func reap(ctx context.Context, c containerd.Container) error {
 	task, err := c.Task(ctx, cio.NewAttach(cio.WithStreams(nil, io.Discard, io.Discard)))
 	if err != nil && !errdefs.IsNotFound(err) {
@@ -139,4 +321,14 @@ func reap(ctx context.Context, c containerd.Container) error {
 		return fmt.Errorf("deleting container %s: %w", c.ID(), err)
 	}
 	return nil
+}
+
+// sortSessions orders sessions oldest first.
+func sortSessions(out []SessionInfo) {
+	sort.Slice(out, func(i, j int) bool {
+		if !out[i].Created.Equal(out[j].Created) {
+			return out[i].Created.Before(out[j].Created)
+		}
+		return out[i].ID < out[j].ID
+	})
 }

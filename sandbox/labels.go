@@ -13,6 +13,18 @@ const (
 	// LabelStateDir is the state directory of the supervisor that made it,
 	// so that gc of one state directory leaves another's alone.
 	LabelStateDir = LabelPrefix + "state-dir"
+	// LabelPID is the pid of the supervisor that created a container or
+	// lease, and LabelPIDStart that process's start time (field 22 of
+	// /proc/PID/stat, clock ticks since boot), so a reused pid is not
+	// taken for the supervisor: sweeps leave alone what a live supervisor
+	// owns.
+	LabelPID      = LabelPrefix + "pid"
+	LabelPIDStart = LabelPrefix + "pid-start"
+	// LabelDeadline is the Unix time (seconds) after which a container
+	// or lease is overdue whoever owns it: created ahead for at most
+	// maxWarmAge, then run for at most the timeout and corral-init's
+	// grace.
+	LabelDeadline = LabelPrefix + "deadline"
 )
 
 // DefaultNamespace is the containerd namespace corral works in.

@@ -2,214 +2,387 @@ package sandbox
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
-	"strconv"
 	"sync"
-	"sync/atomic"
 
-	containerd "github.com/containerd/containerd/v2/client"
 	"github.com/containerd/errdefs"
 	"github.com/corral-sandbox/corral/allowlist"
 	"github.com/corral-sandbox/corral/audit"
 	"github.com/corral-sandbox/corral/internal/initctl"
+	"github.com/corral-sandbox/corral/internal/testhook"
 	"github.com/corral-sandbox/corral/mounts"
 	"github.com/corral-sandbox/corral/mounts/changeset"
 	"github.com/corral-sandbox/corral/mounts/hidden"
-	"github.com/corral-sandbox/corral/profiles"
 	"github.com/corral-sandbox/corral/seccomp"
+	"go.yaml.in/yaml/v3"
 )
 
-// DefaultWriteDir is the write scope's directory.
-const DefaultWriteDir = allowlist.DefaultWriteDir
-
-// SessionConfig is what the trusted launcher fixes for a session; nothing
-// an agent sends can change it.
-type SessionConfig struct {
-	// Repo is the repository root on the host.
-	Repo string
-	// Profile is the loaded, validated profile.
-	Profile *profiles.Profile
-	// Page, when set, puts the session in page mode: only this file
-	// (repo-relative, under openwiki/) is writable.
-	Page string
-	// WriteDir, when set, is the writable directory: openwiki/ (the
-	// default) or a directory below it, e.g. "openwiki/guides/".
-	WriteDir string
-	// AgentID, when set, makes the write scope the agent's own subtree
-	// openwiki/agents/<AgentID>/ (see allowlist.ValidAgentID). Other agents'
-	// subtrees stay readable and are refused for writes.
-	AgentID string
-	// ReadOnly sessions may write nothing.
-	ReadOnly bool
-}
-
-// Policy is the permission side of a session: the trusted capability,
-// the hidden set computed from the base repository and the view built on
-// it. It needs no containerd; `corral check` uses it alone.
-type Policy struct {
-	Repo    string
-	Scope   allowlist.Scope
-	Profile *profiles.Profile
-
-	limits profiles.Limits
-	hidden *hidden.Set
-	view   *hidden.View
-	plan   mounts.Plan
-}
-
-// Session is a Policy plus what makes it enforceable: its seccomp profile
-// and (once the first invocation runs) its host mounts. Each Exec is still
-// a fresh container. The caller must call Close.
+// Session is one session open in this process: its immutable Policy, its
+// store (the on-disk record this process holds open), its host layout
+// (attached when the session opens, never later), the runner that makes
+// and runs its containers, the pool of containers created ahead and, in
+// a long-lived owner, the repository watch. Each call is a fresh
+// container. The caller must call Close.
 type Session struct {
 	*Policy
 	ID string
 
-	exec    *Executor
-	seccomp *seccomp.Profile
+	exec   *Executor
+	record SessionRecord
+	runner *runner
+	pool   *pool
 
-	// running is held shared by every invocation until its container
-	// has exited, and exclusively by Changes: the write area is never
-	// read while a container of the session can still change it.
-	running sync.RWMutex
-
-	mu     sync.Mutex
+	// readyMu guards the parts made on the session's first need (ready):
+	// the store and the layout of an ephemeral session (a persistent one
+	// has them from its creation), and the watch.
+	readyMu sync.Mutex
+	// store is the session's directory, held open by this process.
+	store *store
+	// layout is the host mounts, attached once, never changed after.
 	layout *mounts.Layout
-	closed bool
-	seq    atomic.Int64
-	// image (its snapshot is every container's root) and init (the
-	// corral-init bound into every container) are resolved once, by the
-	// first prepare; any image works.
-	image containerd.Image
-	init  string
+	// watch is the repository watch of a long-lived owner (not Cold);
+	// nil in a one-call process, whose check is the rescan at open.
+	watch *watcher
+	// pending are the store's files of an ephemeral session not made yet.
+	pending []storeFile
 
-	// store is set for a persistent session (CreateSession,
-	// OpenSession): its mounts outlive the process.
-	store *sessionStore
+	// calls is held shared by every call until its container has exited,
+	// and exclusively by Changes: the write area is never read while a
+	// container of the session can still change it.
+	calls sync.RWMutex
 	// fileMu serializes the session's file-tool writes in this process
 	// (store.lock does across processes).
 	fileMu sync.Mutex
+
+	mu     sync.Mutex
+	closed bool
+	failed error // the session failed closed (fail)
 	// charged are the violations a call was charged with (CallChanges)
-	// in a one-call session; a persistent one keeps them in its store.
+	// in an ephemeral session; a persistent one keeps them in its store.
 	charged []changeset.Problem
 
-	// watch notices files created in the repository after the start
-	// (long-lived processes); nil in one-call processes.
-	watch   *hidden.Watcher
-	readyMu sync.Mutex
-	ready   *container
-	closing bool
-	bg      sync.WaitGroup
+	bg sync.WaitGroup
 }
 
-// NewPolicy validates the launcher's choices and computes the hidden set
-// from the base repository. It mounts nothing and starts nothing. Errors
-// wrap errdefs.ErrInvalidArgument (bad page, bad repo) or
-// errdefs.ErrFailedPrecondition (a layout corral will not start on, e.g.
-// openwiki/ is a symlink), or are a *allowlist.Refusal (a hidden page).
-func NewPolicy(cfg SessionConfig) (*Policy, error) {
-	return newPolicy(cfg, nil)
-}
+// errClosed is the error of a call on a closed session.
+var errClosed = fmt.Errorf("session is closed: %w", errdefs.ErrFailedPrecondition)
 
-// newPolicy is NewPolicy with the hidden set computed when the session
-// was created (nil: compute it now from the base repository).
-func newPolicy(cfg SessionConfig, hs *hidden.Set) (*Policy, error) {
-	if cfg.Profile == nil {
-		return nil, fmt.Errorf("session: %w: no profile", errdefs.ErrInvalidArgument)
-	}
-	// Before anything reads the repository: "/" (or "") would be walked
-	// whole.
-	if err := mounts.CheckPaths(cfg.Repo, ""); err != nil {
-		return nil, err
-	}
-	repo, err := filepath.Abs(cfg.Repo)
-	if err != nil {
-		return nil, err
-	}
-	if st, err := os.Stat(repo); err != nil || !st.IsDir() {
-		return nil, fmt.Errorf("repository %s: %w: not a directory", cfg.Repo, errdefs.ErrInvalidArgument)
-	}
-	scope, err := allowlist.NewScope(allowlist.ScopeConfig{Dir: cfg.WriteDir, Page: cfg.Page, AgentID: cfg.AgentID, ReadOnly: cfg.ReadOnly})
-	if err != nil {
-		return nil, err
-	}
-	writeDir := scope.Dir
-	if scope.Page != "" {
-		writeDir = DefaultWriteDir
-	}
-	limits := cfg.Profile.Limits()
-	plan := mounts.Plan{
-		Repo: repo, WriteDir: writeDir, Page: scope.Page, ReadOnly: cfg.ReadOnly,
-		AreaBytes: limits.WriteAreaBytes, AreaInodes: limits.WriteInodes,
-		UID: ContainerUID, GID: ContainerGID,
-	}
-	if cfg.ReadOnly {
-		plan.WriteDir, plan.Page = "", ""
-	}
-	if err := mounts.CheckStart(plan); err != nil {
-		return nil, err
-	}
-	if hs == nil {
-		hs, err = hidden.Compute(repo, hidden.Options{
-			IgnoreFileName: ".openwikiignore", WriteDir: DefaultWriteDir, Lists: cfg.Profile.HideLists(),
-		})
-		if err != nil {
-			return nil, fmt.Errorf("computing the hidden set: %w", err)
-		}
-	}
-	view := hidden.NewView(repo, hs)
-	for _, p := range []string{scope.Page, scope.Dir} {
-		if p == "" || cfg.ReadOnly {
-			continue
-		}
-		if rule, h := view.Hidden(p); h {
-			return nil, &allowlist.Refusal{Kind: allowlist.KindPath, Index: -1, Token: p, Rule: rule}
-		}
-	}
-	return &Policy{Repo: repo, Scope: scope, Profile: cfg.Profile, limits: limits, hidden: hs, view: view, plan: plan}, nil
-}
-
-// NewSession builds the session's Policy (see NewPolicy for its errors;
-// a repository that holds the state directory, or that the state
-// directory holds, is errdefs.ErrInvalidArgument: mounts.CheckPaths).
-// Host mounts are made when the first invocation runs, so a refused
-// invocation leaves no trace.
+// NewSession creates an ephemeral session: the lifecycle of
+// CreateSession, except that its store and mounts are made at its first
+// call (so a session whose calls are all refused leaves no trace), and
+// that Close removes it (containers, mounts, state). See CreateSession
+// for the errors.
 func (e *Executor) NewSession(ctx context.Context, cfg SessionConfig) (*Session, error) {
+	return e.create(ctx, cfg, "", true)
+}
+
+// CreateSession creates a persistent session: the capability (cfg) is
+// fixed now and recorded under the state directory with the profile as
+// loaded and the hidden set computed from the base repository; the host
+// mounts are made now and stay until RemoveSession, or until the session
+// has gone unused for its idle TTL (Prune). Each call is still a fresh
+// container, and writes add up across calls and across corral processes
+// (OpenSession). profileSource is how the launcher named the profile, for
+// the record. The caller must call Close (which keeps everything).
+//
+// Errors: see NewPolicy; a repository that holds the state directory, or
+// that the state directory holds, is errdefs.ErrInvalidArgument
+// (mounts.CheckPaths), as is an IdleTTL longer than the profile's.
+func (e *Executor) CreateSession(ctx context.Context, cfg SessionConfig, profileSource string) (*Session, error) {
+	return e.create(ctx, cfg, profileSource, false)
+}
+
+func (e *Executor) create(ctx context.Context, cfg SessionConfig, profileSource string, ephemeral bool) (_ *Session, retErr error) {
 	if err := mounts.CheckPaths(cfg.Repo, e.cfg.StateDir); err != nil {
 		return nil, err
 	}
-	p, err := NewPolicy(cfg)
+	if cfg.Profile == nil {
+		return nil, fmt.Errorf("session: %w: no profile", errdefs.ErrInvalidArgument)
+	}
+	ttl, err := cfg.idleTTL()
 	if err != nil {
 		return nil, err
 	}
-	sc, err := seccomp.LoadDefault()
+	id, err := newSessionID()
 	if err != nil {
 		return nil, err
 	}
-	var id [6]byte
-	if _, err := rand.Read(id[:]); err != nil {
+	dir, _ := e.sessionDir(id)
+	p, err := newPolicy(cfg, nil, filepath.Join(dir, layoutDir))
+	if err != nil {
 		return nil, err
 	}
-	s := &Session{Policy: p, ID: hex.EncodeToString(id[:]), exec: e, seccomp: sc}
-	if err := e.auditSessionCreated(ctx, s.ID, p); err != nil {
+	if err := e.auditSessionCreated(ctx, id, p); err != nil {
 		return nil, err
+	}
+	rec := SessionRecord{
+		ID: id, Repo: p.Repo, Profile: profileSource, ProfileName: cfg.Profile.Name,
+		WriteDir: cfg.WriteDir, Page: p.Scope.Page, AgentID: cfg.AgentID, ReadOnly: cfg.ReadOnly,
+		Created: timeNow(), Version: Version(), Ephemeral: ephemeral, IdleTTL: ttl.String(),
+	}
+	switch {
+	case cfg.ReadOnly:
+	case p.Scope.Page != "":
+		rec.Scope = p.Scope.Page
+	default:
+		rec.Scope = p.Scope.Dir + "/"
+	}
+	prof, err := yaml.Marshal(cfg.Profile)
+	if err != nil {
+		return nil, fmt.Errorf("recording the profile: %w", err)
+	}
+	hs, err := json.Marshal(p.hidden)
+	if err != nil {
+		return nil, fmt.Errorf("recording the hidden set: %w", err)
+	}
+	files := []storeFile{{profileFile, prof}, {hiddenFile, hs}}
+	if ephemeral {
+		// Made on the first call (ready): a session whose calls are all
+		// refused leaves no trace.
+		return e.open(p, rec, nil, nil, files)
+	}
+	st, err := createStore(e.sessionsDir(), rec, files)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if retErr != nil {
+			st.release()
+			_ = removeSessionDir(st.dir)
+		}
+	}()
+	l, err := st.attach(p.plan, p.hidden)
+	if err != nil {
+		return nil, err
+	}
+	s, err := e.open(p, rec, st, l, nil)
+	if err != nil {
+		return nil, err
+	}
+	s.startWatch()
+	return s, nil
+}
+
+// OpenSession opens a persistent session made by CreateSession, in this
+// process or another: the capability, the profile and the hidden set are
+// the ones recorded at creation (nothing is re-read from a profile file),
+// the host mounts are re-attached, and the repository is rescanned like
+// a new session's: a path the rules hide that appeared since the
+// session's start, and that its whiteouts therefore do not cover, fails
+// the open (errdefs.ErrFailedPrecondition, naming the path). A long-lived
+// owner then keeps watching the repository.
+//
+// Errors: an unknown id wraps errdefs.ErrNotFound; a repository that
+// moved or vanished wraps errdefs.ErrNotFound and says how to reach the
+// writes (ForChanges); mounts that are gone (the machine rebooted) wrap
+// errdefs.ErrDataLoss for a writable session, whose write area lived on
+// a tmpfs; a read-only one is prepared again. The caller must call Close.
+func (e *Executor) OpenSession(ctx context.Context, id string, opts ...OpenOption) (_ *Session, retErr error) {
+	var o openOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	dir, err := e.sessionDir(id)
+	if err != nil {
+		return nil, err
+	}
+	st, err := openStore(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if retErr != nil {
+			st.release()
+		}
+	}()
+	if st.record.Ephemeral {
+		return nil, fmt.Errorf("session %s: %w: it is an ephemeral session of another process", id, errdefs.ErrNotFound)
+	}
+	prof, err := st.profile()
+	if err != nil {
+		return nil, err
+	}
+	hs, err := st.hiddenSet()
+	if err != nil {
+		return nil, err
+	}
+	cfg := st.config(prof)
+	var p *Policy
+	if o.changesOnly {
+		p, err = policyOf(cfg, st.record.Repo, hs, st.layoutDir())
+	} else {
+		p, err = newPolicy(cfg, hs, st.layoutDir())
+		if errdefs.IsNotFound(err) {
+			err = fmt.Errorf("%w; its writes stay reachable: `corral session diff %s --format patch`", err, id)
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("session %s: %w", id, err)
+	}
+	if !o.changesOnly {
+		// Whatever appeared in the repository since the session started
+		// must be covered, whichever process runs it now.
+		if err := hidden.Rescan(p.Repo, hs); err != nil {
+			return nil, fmt.Errorf("session %s: %w", id, err)
+		}
+	}
+	var l *mounts.Layout
+	switch {
+	case o.changesOnly && p.plan.ReadOnly:
+		l = mounts.LayoutAt(st.layoutDir(), p.plan) // it wrote nothing
+	case o.changesOnly:
+		l, err = mounts.Open(st.layoutDir(), p.plan)
+		if errors.Is(err, mounts.ErrNotMounted) {
+			err = fmt.Errorf("session %s: %w: its write area was a tmpfs and its mounts are gone (the machine rebooted, or they were unmounted), so what it wrote is lost", id, errdefs.ErrDataLoss)
+		}
+	default:
+		l, err = st.attach(p.plan, hs)
+	}
+	if err != nil {
+		return nil, err
+	}
+	s, err := e.open(p, st.record, st, l, nil)
+	if err != nil {
+		return nil, err
+	}
+	if o.changesOnly {
+		s.failed = fmt.Errorf("session %s: %w: opened only to read its change set", id, errdefs.ErrFailedPrecondition)
+	} else {
+		s.startWatch()
 	}
 	return s, nil
 }
 
-// View returns the view policy checks consult.
-func (p *Policy) View() allowlist.View { return p.view }
-
-// Check decides argv against the profile, view and scope, and returns the
-// normalized argv that would run, or a *allowlist.Refusal. It runs nothing.
-func (p *Policy) Check(argv []string) (allowlist.Decision, error) {
-	return allowlist.Check(p.Profile.Grammars, p.view, p.Scope, argv)
+// open assembles a session of the executor from its parts. A persistent
+// session comes with its store and attached layout; an ephemeral one gets
+// them, from files, on its first need (ready).
+func (e *Executor) open(p *Policy, rec SessionRecord, st *store, l *mounts.Layout, files []storeFile) (*Session, error) {
+	sc, err := seccomp.LoadDefault()
+	if err != nil {
+		return nil, err
+	}
+	s := &Session{Policy: p, ID: rec.ID, exec: e, record: rec, store: st, layout: l, pending: files, runner: newRunner(e, rec.ID, p, sc, l)}
+	depth := p.Profile.Depth()
+	if e.cfg.Cold {
+		depth = 0
+	}
+	s.pool = &pool{depth: depth, cap: e.warm, create: s.runner.create, destroy: s.runner.destroy}
+	return s, nil
 }
+
+// ready makes what the session's first need needs: the store and the
+// layout of an ephemeral session, and the watch. It is called by every
+// call and by Changes; later calls find everything made.
+func (s *Session) ready() error {
+	s.readyMu.Lock()
+	defer s.readyMu.Unlock()
+	if s.layout != nil {
+		return nil
+	}
+	// Close takes readyMu after it marked the session closed: a session
+	// closed before its first need makes nothing (readyMu, then mu).
+	if err := s.Err(); errors.Is(err, errClosed) {
+		return err
+	}
+	st, err := createStore(s.exec.sessionsDir(), s.record, s.pending)
+	if err != nil {
+		return err
+	}
+	// No other process opens an ephemeral session (OpenSession refuses
+	// it), so the store's lock is not needed to prepare its mounts; not
+	// taking it keeps readyMu below the store lock (the lock order).
+	l, err := mounts.Prepare(st.layoutDir(), s.plan, s.hidden)
+	if err != nil {
+		st.release()
+		_ = removeSessionDir(st.dir)
+		return fmt.Errorf("preparing session mounts: %w", err)
+	}
+	s.store, s.layout, s.pending = st, l, nil
+	s.runner.setLayout(l)
+	s.startWatch()
+	return nil
+}
+
+// startWatch starts the repository watch of a long-lived owner (not
+// Cold). Where inotify is not available every call rescans instead.
+func (s *Session) startWatch() {
+	e := s.exec
+	if e.cfg.Cold {
+		return
+	}
+	w, err := newWatcher(s.Repo, s.hidden, s.store.dir, s.fail)
+	if err != nil {
+		fmt.Fprintf(e.cfg.Log, "corral: %v; every call of session %s rescans the repository instead\n", err, s.ID)
+	}
+	s.watch = w
+}
+
+// Warm starts creating the session's containers ahead of its calls now
+// rather than after the first call (a long-lived owner that expects
+// calls). It makes the session's store and layout if they are not made.
+func (s *Session) Warm() error {
+	if err := s.ready(); err != nil {
+		return err
+	}
+	s.pool.refill()
+	return nil
+}
+
+// fail fails the session closed with err: every later call returns err,
+// the containers running now are killed (their calls return err, not
+// their output) and those created ahead destroyed. Changes still works:
+// what the session wrote stays reachable.
+func (s *Session) fail(err error) {
+	s.mu.Lock()
+	if s.failed == nil {
+		s.failed = err
+	}
+	s.mu.Unlock()
+	s.runner.stop(err)
+	s.pool.stop()
+	_ = s.auditOutcome(context.Background(), "the session failed closed", refusalEvent("repository", err))
+}
+
+// Err returns the error the session failed closed with (a path the rules
+// hide appeared in the repository), errClosed after Close, else nil.
+func (s *Session) Err() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return errClosed
+	}
+	return s.failed
+}
+
+// checkRepo is every call's check that the repository still holds no
+// hidden path the session's whiteouts do not cover: the watch's exact
+// check in a long-lived owner, a rescan where the watch could not start,
+// nothing more in a one-call process (it rescanned when it opened the
+// session). A failure fails the session closed.
+func (s *Session) checkRepo() error {
+	if err := s.Err(); err != nil {
+		return err
+	}
+	var err error
+	switch {
+	case s.watch != nil:
+		err = s.watch.Check()
+	case !s.exec.cfg.Cold:
+		err = hidden.Rescan(s.Repo, s.hidden)
+	}
+	if err != nil && errdefs.IsFailedPrecondition(err) {
+		s.fail(err)
+	}
+	return err
+}
+
+// CheckRepository is checkRepo for callers outside a call (an apply of
+// the session's change set): nil when the session may still be used.
+func (s *Session) CheckRepository() error { return s.checkRepo() }
 
 // Exec checks argv and, when permitted, runs it in a fresh container;
 // stdout and stderr (may be nil) receive the output as it arrives. A
@@ -219,7 +392,7 @@ func (s *Session) Exec(ctx context.Context, argv []string, stdout, stderr io.Wri
 	if err != nil {
 		return nil, s.auditRefusal(ctx, "invocation", argv, err)
 	}
-	res, err := s.ExecWithoutPolicy(ctx, d.Argv, stdout, stderr)
+	res, err := s.execWithoutPolicy(ctx, d.Argv, stdout, stderr)
 	if err == nil {
 		err = s.auditOutcome(ctx, "the command ran", audit.Ran(d.Argv, res.ExitCode, res.Duration, res.LimitsHit))
 	}
@@ -244,127 +417,89 @@ func (s *Session) auditRefusal(ctx context.Context, stage string, argv []string,
 	return err
 }
 
-// ExecWithoutPolicy runs argv with no allowlist check. It exists so that
-// integration tests can prove the kernel boundary (mounts, seccomp,
-// namespaces, limits) holds where the policy has a hole — the hostile
-// cases' in_box steps. Neither the CLI nor the server calls it.
-func (s *Session) ExecWithoutPolicy(ctx context.Context, argv []string, stdout, stderr io.Writer) (*Result, error) {
+func init() {
+	// The test-only seam (internal/testhook): integration tests prove the
+	// kernel boundary holds where the policy has a hole.
+	testhook.SetExecWithoutPolicy(func(ctx context.Context, s any, argv []string, stdout, stderr io.Writer) (any, error) {
+		return s.(*Session).execWithoutPolicy(ctx, argv, stdout, stderr)
+	})
+}
+
+// execWithoutPolicy runs argv with no allowlist check: the call path
+// after the policy (repository check, container, result). Only Exec and
+// the test seam call it.
+func (s *Session) execWithoutPolicy(ctx context.Context, argv []string, stdout, stderr io.Writer) (*Result, error) {
+	return s.call(ctx, initctl.Request{Mode: initctl.Exec, Argv: argv}, stdout, stderr)
+}
+
+// call runs req in a fresh container of the session: the one created
+// ahead when there is one, else one made now. The used container is
+// deleted, and the pool refilled, after the result is returned (Close
+// waits for that).
+func (s *Session) call(ctx context.Context, req initctl.Request, stdout, stderr io.Writer) (*Result, error) {
 	// Held until the container has exited: Changes waits for it.
-	s.running.RLock()
-	defer s.running.RUnlock()
-	if err := s.prepare(); err != nil {
+	s.calls.RLock()
+	defer s.calls.RUnlock()
+	if err := s.Err(); err != nil {
+		return nil, err
+	}
+	if err := s.ready(); err != nil {
 		return nil, err
 	}
 	if err := s.checkRepo(); err != nil {
 		return nil, err
 	}
-	return s.run(ctx, initctl.Request{Mode: initctl.Exec, Argv: argv}, stdout, stderr)
-}
-
-// checkRepo refuses to run once a file appeared in the repository that
-// the rules hide but the session's whiteouts do not cover.
-func (s *Session) checkRepo() error {
-	if s.watch == nil {
-		return nil
-	}
-	return s.watch.Check()
-}
-
-// startWatch watches the repository for the session's lifetime in a
-// long-lived process. Where inotify is not available every call rescans.
-func (s *Session) startWatch() error {
-	if s.exec.cfg.Cold || s.watch != nil {
-		return nil
-	}
-	w, err := hidden.NewWatcher(s.Repo, s.hidden)
-	if err != nil {
-		return fmt.Errorf("watching the repository: %w", err)
-	}
-	s.watch = w
-	return nil
-}
-
-func (s *Session) prepare() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		return errClosed
-	}
-	if s.layout != nil && s.image != nil {
-		return nil
-	}
-	if s.image == nil {
-		img, err := s.exec.image(s.exec.Context(context.Background()))
-		if err != nil {
-			return err
+	s.store.touch()
+	c := s.pool.take()
+	if c == nil {
+		var err error
+		if c, err = s.runner.create(ctx); err != nil {
+			return nil, err
 		}
-		init, err := s.exec.initBinary()
-		if err != nil {
-			return err
-		}
-		s.image, s.init = img, init
 	}
-	if s.layout != nil {
-		return nil
+	res, err := s.runner.start(ctx, c, req, stdout, stderr)
+	s.bg.Add(1)
+	go func() {
+		defer s.bg.Done()
+		s.runner.destroy(c)
+		s.pool.refill()
+	}()
+	if err != nil && errdefs.IsUnavailable(err) {
+		// containerd went away: what was created ahead may be gone.
+		s.pool.drain()
 	}
-	if s.store != nil {
-		// Another process may have run this session before: whatever
-		// appeared in the repository since its start must be covered.
-		if err := hidden.Rescan(s.Repo, s.hidden); err != nil {
-			return err
-		}
-		if err := s.attachLocked(); err != nil {
-			return err
-		}
-		return s.startWatch()
-	}
-	l, err := mounts.Prepare(filepath.Join(s.exec.cfg.StateDir, "sessions", s.ID), s.plan, s.hidden)
-	if err != nil {
-		return fmt.Errorf("preparing session mounts: %w", err)
-	}
-	s.setLayout(l)
-	if err := s.startWatch(); err != nil {
-		return err
-	}
-	// gc leaves alone the sessions of a live supervisor.
-	return os.WriteFile(filepath.Join(l.Dir, "owner.pid"), []byte(strconv.Itoa(os.Getpid())), 0o600)
+	return res, err
 }
 
 // Changes collects the session's change set from its write area. Paths
 // hidden by the session's rules are violations too (a new file matching an
-// ignore rule). It waits until no invocation of the session is running,
-// and holds new ones back while it reads.
+// ignore rule). It waits until no call of the session is running, and
+// holds new ones back while it reads. It needs no containerd.
 func (s *Session) Changes() (*changeset.Set, error) {
 	return s.ChangesContext(context.Background())
 }
 
-// ChangesContext is Changes whose audit records name the peer ctx
-// carries (audit.ContextWithPeer).
+// ChangesContext is Changes whose audit records name the peer ctx carries
+// (audit.ContextWithPeer).
 func (s *Session) ChangesContext(ctx context.Context) (*changeset.Set, error) {
-	s.running.Lock()
-	defer s.running.Unlock()
+	s.calls.Lock()
+	defer s.calls.Unlock()
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.layout == nil || s.plan.ReadOnly {
+	closed := s.closed
+	s.mu.Unlock()
+	if closed {
+		return nil, errClosed
+	}
+	s.readyMu.Lock()
+	l := s.layout
+	s.readyMu.Unlock()
+	if l == nil {
+		// An ephemeral session no call ran in has written nothing.
 		return &changeset.Set{}, nil
 	}
-	lim := changeset.DefaultLimits()
-	var cs *changeset.Set
-	var err error
-	if s.plan.Page != "" {
-		// The original from the repository itself: the view holds an empty
-		// mount point where the page does not exist yet.
-		cs, err = changeset.CollectPage(s.layout.PageCopy, s.layout.Repo, s.plan.Page, lim)
-	} else {
-		cs, err = changeset.Collect(s.layout.Upper, s.layout.Base, s.plan.WriteDir, lim)
-	}
+	cs, err := collect(s.Policy, l)
 	if err != nil {
 		return nil, err
-	}
-	for _, c := range cs.Changes {
-		if rule, h := s.view.Hidden(c.Path); h {
-			cs.Violations = append(cs.Violations, changeset.Problem{Path: c.Path, Reason: rule})
-		}
 	}
 	digest, err := audit.DigestJSON(cs)
 	if err != nil {
@@ -381,47 +516,83 @@ func (s *Session) ChangesContext(ctx context.Context) (*changeset.Set, error) {
 	return cs, nil
 }
 
-// Idle waits until the session's background work — deleting used
-// containers and preparing the next — is done. An agent's think time
-// between calls normally covers it; benchmarks call Idle between samples.
-func (s *Session) Idle() { s.bg.Wait() }
+// collect reads the change set of the session with policy p from its
+// layout l: the write area (or the page copy) against its base. Paths the
+// view hides are violations too.
+func collect(p *Policy, l *mounts.Layout) (*changeset.Set, error) {
+	if p.plan.ReadOnly {
+		return &changeset.Set{}, nil
+	}
+	lim := changeset.DefaultLimits()
+	var cs *changeset.Set
+	var err error
+	if p.plan.Page != "" {
+		// The original from the repository itself: the view holds an empty
+		// mount point where the page does not exist yet.
+		cs, err = changeset.CollectPage(l.PageCopy, l.Repo, p.plan.Page, lim)
+	} else {
+		cs, err = changeset.Collect(l.Upper, l.Base, p.plan.WriteDir, lim)
+	}
+	if err != nil {
+		return nil, err
+	}
+	for _, c := range cs.Changes {
+		if rule, h := p.view.Hidden(c.Path); h {
+			cs.Violations = append(cs.Violations, changeset.Problem{Path: c.Path, Reason: rule})
+		}
+	}
+	return cs, nil
+}
 
-// Close unmounts the session's host mounts and removes its state. It is
-// safe to call more than once. A persistent session (CreateSession,
-// OpenSession) keeps both: Close only lets go of what this process holds,
-// and RemoveSession removes the rest.
-func (s *Session) Close() error {
-	s.readyMu.Lock()
-	s.closing = true
-	s.readyMu.Unlock()
+// Record returns the session's record.
+func (s *Session) Record() *SessionRecord {
+	r := s.record
+	return &r
+}
+
+// Idle waits until the session's background work — deleting used
+// containers and refilling the pool — is done. An agent's think time
+// between calls normally covers it; benchmarks call Idle between samples.
+func (s *Session) Idle() {
 	s.bg.Wait()
-	if c := s.takeReady(); c != nil {
-		s.destroy(c)
-	}
-	if s.watch != nil {
-		s.watch.Close()
-	}
+	s.pool.wg.Wait()
+}
+
+// Close lets go of the session in this process: the watch stops, the
+// containers created ahead are destroyed, and what running calls leave
+// behind is cleaned up. An ephemeral session (NewSession) is then removed
+// (its mounts and state); a persistent one keeps both (RemoveSession
+// removes them). It is safe to call more than once.
+func (s *Session) Close() error {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.closed = true
-	if s.layout == nil {
+	if s.closed {
+		s.mu.Unlock()
 		return nil
 	}
-	if s.store != nil {
-		s.layout = nil
+	s.closed = true
+	s.mu.Unlock()
+	s.pool.stop()
+	// No call can start now; wait for the running ones and their
+	// clean-up (calls before readyMu: the lock order).
+	s.calls.Lock()
+	defer s.calls.Unlock()
+	s.bg.Wait()
+	s.readyMu.Lock()
+	defer s.readyMu.Unlock()
+	if s.watch != nil {
+		s.watch.close()
+	}
+	s.pool.close() // waits for a refill in progress
+	if s.store == nil {
+		return nil // ephemeral, no call ran: nothing was made
+	}
+	if !s.record.Ephemeral {
+		s.store.release()
 		return nil
 	}
 	err := s.layout.Close()
-	s.layout = nil
-	return err
-}
-
-// setLayout records the session's host mounts and points the view's
-// symlink resolution at the merged write area, where the agent can make
-// links the repository does not have.
-func (s *Session) setLayout(l *mounts.Layout) {
-	s.layout = l
-	if !s.plan.ReadOnly && s.plan.Page == "" && l.Write != "" {
-		s.view.Overlay(s.plan.WriteDir, l.Write)
-	}
+	// Released only now: until the layout is gone, gc must see the
+	// session in use.
+	s.store.release()
+	return errors.Join(err, removeSessionDir(s.store.dir))
 }

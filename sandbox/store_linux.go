@@ -1,7 +1,6 @@
 package sandbox
 
 import (
-	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
@@ -11,7 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"sort"
+	"strings"
 	"time"
 
 	"github.com/containerd/errdefs"
@@ -19,38 +18,49 @@ import (
 	"github.com/corral-sandbox/corral/mounts"
 	"github.com/corral-sandbox/corral/mounts/hidden"
 	"github.com/corral-sandbox/corral/profiles"
-	"github.com/corral-sandbox/corral/seccomp"
 	"github.com/moby/sys/mountinfo"
-	"go.yaml.in/yaml/v3"
 	"golang.org/x/sys/unix"
 )
 
-// A persistent session lives in StateDir/sessions/<id>/ (0700):
+// The store: every session, ephemeral or persistent, lives in
+// StateDir/sessions/<id>/ (0700):
 //
 //	session.json  the SessionRecord: what the launcher fixed
 //	profile.yaml  the profile as loaded at creation (re-parsed, never re-read
 //	              from its file: an edited profile cannot widen the session)
 //	hidden.json   the hidden set computed from the base repository at
 //	              creation (an ignore file written later changes nothing)
-//	lock          flock'ed while mounts are attached, while a file tool
-//	              writes and while violations.json changes, so corral
-//	              processes sharing the session agree
+//	inuse         flock'ed shared by every process that has the session
+//	              open, for as long as it has it open: a session nobody
+//	              holds may be swept (ephemeral, half-made) or pruned
+//	              (expired); its mtime is the session's last use
+//	lock          flock'ed exclusively while a file tool writes and while
+//	              violations.json changes, so corral processes sharing
+//	              the session agree
 //	violations.json  the change set's violations a call was charged with
 //	              (CallChanges); written by corral after each call
 //	layout/       the host mounts (mounts.Prepare), which stay mounted
 //	              between invocations and corral processes
 //
-// Files but violations.json are written once, at creation; nothing an
-// agent does reaches them.
+// A session directory is made under the name .new-<id>, filled (inuse
+// first, then the record, the profile and the hidden set, each synced)
+// and renamed to <id>: a directory named <id> always has a complete
+// record. Files but violations.json are written once, at creation;
+// nothing an agent does reaches them.
 const (
 	recordFile  = "session.json"
 	profileFile = "profile.yaml"
 	hiddenFile  = "hidden.json"
+	inUseFile   = "inuse"
 	lockFile    = "lock"
 	layoutDir   = "layout"
+	newPrefix   = ".new-"
+	// ownerFile is the pid file of sessions made before the store kept
+	// records for ephemeral sessions; gc still honours it.
+	ownerFile = "owner.pid"
 )
 
-// SessionRecord is what a persistent session's session.json holds.
+// SessionRecord is what a session's session.json holds.
 type SessionRecord struct {
 	ID string `json:"id"`
 	// Repo is the repository root (absolute).
@@ -71,6 +81,21 @@ type SessionRecord struct {
 	Created time.Time `json:"created"`
 	// Version is the corral that created the session.
 	Version string `json:"corral_version"`
+	// Ephemeral sessions (NewSession) belong to the process that made
+	// them and end with it; persistent ones (CreateSession) end by
+	// RemoveSession, or by Prune once idle for IdleTTL.
+	Ephemeral bool `json:"ephemeral,omitempty"`
+	// IdleTTL is how long the session may go unused (a Go duration);
+	// records made before it existed get profiles.DefaultIdleTTL.
+	IdleTTL string `json:"idle_ttl,omitempty"`
+}
+
+// idleTTL returns the record's idle TTL.
+func (r *SessionRecord) idleTTL() time.Duration {
+	if d, err := time.ParseDuration(r.IdleTTL); err == nil && d > 0 {
+		return d
+	}
+	return profiles.DefaultIdleTTL
 }
 
 // SessionInfo is a persistent session as `corral session ls` shows it.
@@ -78,6 +103,13 @@ type SessionInfo struct {
 	SessionRecord
 	// Mounted says the session's host mounts are present.
 	Mounted bool `json:"mounted"`
+	// InUse says a live process has the session open.
+	InUse bool `json:"in_use"`
+	// LastUsed is when a call last ran in it (or it was opened).
+	LastUsed time.Time `json:"last_used"`
+	// Expires is LastUsed plus the idle TTL: from then on, unless a
+	// process has it open, Prune removes it (keeping its change set).
+	Expires time.Time `json:"expires"`
 	// Err is set when the session's record cannot be read.
 	Err string `json:"error,omitempty"`
 }
@@ -97,96 +129,226 @@ func newSessionID() (string, error) {
 	return hex.EncodeToString(id[:]), nil
 }
 
-// sessionStore is the state directory of one persistent session.
-type sessionStore struct {
-	dir    string
-	record SessionRecord
-}
+// sessionsDir is where the executor's sessions live.
+func (e *Executor) sessionsDir() string { return filepath.Join(e.cfg.StateDir, "sessions") }
 
 func (e *Executor) sessionDir(id string) (string, error) {
 	if !sessionIDPattern.MatchString(id) {
 		return "", fmt.Errorf("session id %q: %w: want 12 lower-case hex digits", id, errdefs.ErrInvalidArgument)
 	}
-	return filepath.Join(e.cfg.StateDir, "sessions", id), nil
+	return filepath.Join(e.sessionsDir(), id), nil
 }
 
-// CreateSession creates a persistent session: the capability (cfg) is
-// fixed now and recorded under the state directory with the profile as
-// loaded and the hidden set computed from the base repository; the host
-// mounts are made now and stay until RemoveSession. Each invocation is
-// still a fresh container, and writes add up across invocations and
-// across corral processes (OpenSession). profileSource is how the
-// launcher named the profile, for the record. The caller must call Close
-// (which keeps everything).
-func (e *Executor) CreateSession(ctx context.Context, cfg SessionConfig, profileSource string) (s *Session, retErr error) {
-	if err := mounts.CheckPaths(cfg.Repo, e.cfg.StateDir); err != nil {
+// store is one session's directory, held open (inuse, shared) by this
+// process until release.
+type store struct {
+	dir    string
+	record SessionRecord
+	inuse  *os.File
+}
+
+// storeFile is one file createStore writes.
+type storeFile struct {
+	name string
+	data []byte
+}
+
+// createStore makes the session directory root/<id> for rec: under the
+// name .new-<id> first, holding inuse, then the files, then the rename.
+func createStore(root string, rec SessionRecord, files []storeFile) (_ *store, retErr error) {
+	if err := os.MkdirAll(root, 0o700); err != nil {
 		return nil, err
 	}
-	p, err := NewPolicy(cfg)
-	if err != nil {
-		return nil, err
-	}
-	id, err := newSessionID()
-	if err != nil {
-		return nil, err
-	}
-	if err := e.auditSessionCreated(ctx, id, p); err != nil {
-		return nil, err
-	}
-	dir, _ := e.sessionDir(id)
-	if err := os.MkdirAll(filepath.Dir(dir), 0o700); err != nil {
-		return nil, err
-	}
-	if err := os.Mkdir(dir, 0o700); err != nil {
+	staging := filepath.Join(root, newPrefix+rec.ID)
+	if err := os.Mkdir(staging, 0o700); err != nil {
 		return nil, fmt.Errorf("creating session directory: %w", err)
 	}
+	st := &store{dir: staging, record: rec}
 	defer func() {
 		if retErr != nil {
-			_ = removeSessionDir(dir)
+			st.release()
+			_ = os.RemoveAll(staging)
 		}
 	}()
-	rec := SessionRecord{
-		ID: id, Repo: p.Repo, Profile: profileSource, ProfileName: cfg.Profile.Name,
-		WriteDir: cfg.WriteDir, Page: p.Scope.Page, AgentID: cfg.AgentID, ReadOnly: cfg.ReadOnly,
-		Created: time.Now().UTC().Truncate(time.Second), Version: Version(),
-	}
-	switch {
-	case cfg.ReadOnly:
-	case p.Scope.Page != "":
-		rec.Scope = p.Scope.Page
-	default:
-		rec.Scope = p.Scope.Dir + "/"
-	}
-	prof, err := yaml.Marshal(cfg.Profile)
+	f, err := lockInUse(staging, true)
 	if err != nil {
-		return nil, fmt.Errorf("recording the profile: %w", err)
+		return nil, err
 	}
-	hidden, err := json.Marshal(p.hidden)
-	if err != nil {
-		return nil, fmt.Errorf("recording the hidden set: %w", err)
-	}
+	st.inuse = f
 	recJSON, err := json.MarshalIndent(rec, "", "  ")
 	if err != nil {
 		return nil, err
 	}
-	// session.json first: from then on gc knows the directory is a
-	// persistent session's and leaves it alone.
-	for _, f := range []struct {
-		name string
-		data []byte
-	}{{recordFile, recJSON}, {profileFile, prof}, {hiddenFile, hidden}, {lockFile, nil}} {
-		if err := writeFileSync(filepath.Join(dir, f.name), f.data); err != nil {
+	files = append([]storeFile{{recordFile, recJSON}}, files...)
+	files = append(files, storeFile{lockFile, nil})
+	for _, f := range files {
+		if err := writeFileSync(filepath.Join(staging, f.name), f.data); err != nil {
 			return nil, fmt.Errorf("recording the session: %w", err)
 		}
 	}
-	s, err = e.newSession(p, id, &sessionStore{dir: dir, record: rec})
+	dir := filepath.Join(root, rec.ID)
+	if err := os.Rename(staging, dir); err != nil {
+		return nil, fmt.Errorf("recording the session: %w", err)
+	}
+	st.dir = dir
+	return st, nil
+}
+
+// lockInUse opens dir/inuse (creating it when create is set) and takes
+// its shared lock, which the caller holds while it has the session open.
+func lockInUse(dir string, create bool) (*os.File, error) {
+	flags := os.O_RDONLY
+	if create {
+		flags |= os.O_CREATE
+	}
+	f, err := os.OpenFile(filepath.Join(dir, inUseFile), flags, 0o600)
 	if err != nil {
 		return nil, err
 	}
-	if err := s.prepare(); err != nil {
+	if err := flock(f, unix.LOCK_SH); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("holding session %s: %w", filepath.Base(dir), err)
+	}
+	return f, nil
+}
+
+// flock takes how on f, retrying when a signal interrupts the wait.
+func flock(f *os.File, how int) error {
+	for {
+		err := unix.Flock(int(f.Fd()), how)
+		if !errors.Is(err, unix.EINTR) {
+			return err
+		}
+	}
+}
+
+// openStore opens the session directory dir: its record is read and its
+// inuse lock held shared. An unknown session wraps errdefs.ErrNotFound.
+func openStore(dir string) (*store, error) {
+	rec, err := readRecord(dir)
+	if err != nil {
 		return nil, err
 	}
-	return s, nil
+	// Sessions made before inuse existed get one.
+	f, err := lockInUse(dir, true)
+	if err != nil {
+		return nil, err
+	}
+	// A remover may have held the lock while we waited: the session must
+	// still be there.
+	if _, err := os.Lstat(filepath.Join(dir, recordFile)); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("session %s: %w", filepath.Base(dir), errdefs.ErrNotFound)
+	}
+	st := &store{dir: dir, record: rec, inuse: f}
+	st.touch()
+	return st, nil
+}
+
+// touch records a use of the session: inuse's mtime.
+func (st *store) touch() {
+	now := time.Now()
+	_ = os.Chtimes(filepath.Join(st.dir, inUseFile), now, now)
+}
+
+// release lets go of the session in this process (inuse).
+func (st *store) release() {
+	if st.inuse != nil {
+		_ = flock(st.inuse, unix.LOCK_UN)
+		st.inuse.Close()
+		st.inuse = nil
+	}
+}
+
+// lock takes the session's cross-process exclusive lock (the lock file,
+// through a new open file description each time: it is never taken twice
+// by one call path); the caller must call the returned function.
+func (st *store) lock() (func(), error) {
+	f, err := os.OpenFile(filepath.Join(st.dir, lockFile), os.O_RDONLY, 0)
+	if err != nil {
+		return nil, fmt.Errorf("locking session: %w", err)
+	}
+	if err := flock(f, unix.LOCK_EX); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("locking session: %w", err)
+	}
+	return func() {
+		_ = flock(f, unix.LOCK_UN)
+		f.Close()
+	}, nil
+}
+
+// profile and hiddenSet read the snapshots taken at creation.
+func (st *store) profile() (*profiles.Profile, error) {
+	data, err := os.ReadFile(filepath.Join(st.dir, profileFile))
+	if err != nil {
+		return nil, fmt.Errorf("session %s: %w", st.record.ID, err)
+	}
+	prof, err := profiles.Parse(data)
+	if err != nil {
+		return nil, fmt.Errorf("session %s: the recorded profile: %w", st.record.ID, err)
+	}
+	return prof, nil
+}
+
+func (st *store) hiddenSet() (*hidden.Set, error) {
+	data, err := os.ReadFile(filepath.Join(st.dir, hiddenFile))
+	if err != nil {
+		return nil, fmt.Errorf("session %s: %w", st.record.ID, err)
+	}
+	hs, err := hidden.Unmarshal(data)
+	if err != nil {
+		return nil, fmt.Errorf("session %s: %w", st.record.ID, err)
+	}
+	return hs, nil
+}
+
+// config is the SessionConfig the record fixed (with the recorded
+// profile).
+func (st *store) config(prof *profiles.Profile) SessionConfig {
+	r := st.record
+	return SessionConfig{Repo: r.Repo, Profile: prof, Page: r.Page, WriteDir: r.WriteDir, AgentID: r.AgentID, ReadOnly: r.ReadOnly}
+}
+
+func (st *store) layoutDir() string { return filepath.Join(st.dir, layoutDir) }
+
+// attach re-attaches the session's mounts (mounts.Open) under the
+// session lock, or makes them when they were never made. When they are
+// gone (the machine rebooted): a read-only session is prepared again (it
+// lost nothing); a writable one fails with errdefs.ErrDataLoss, because
+// its write area lived on a tmpfs.
+func (st *store) attach(plan mounts.Plan, hs *hidden.Set) (*mounts.Layout, error) {
+	unlock, err := st.lock()
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	id, dir := st.record.ID, st.layoutDir()
+	l, err := mounts.Open(dir, plan)
+	switch {
+	case err == nil:
+		return l, nil
+	case !errors.Is(err, mounts.ErrNotMounted):
+		return nil, fmt.Errorf("session %s: %w; remove it with `corral session rm %s`", id, err, id)
+	}
+	if _, err := os.Lstat(dir); err == nil {
+		// It was mounted once; nothing is now (mounts.Open checked).
+		if !plan.ReadOnly {
+			return nil, fmt.Errorf("session %s: %w: its write area was a tmpfs and its mounts are gone (the machine rebooted, or they were unmounted), so what it wrote is lost; remove it with `corral session rm %s`",
+				id, errdefs.ErrDataLoss, id)
+		}
+		if err := os.RemoveAll(dir); err != nil {
+			return nil, fmt.Errorf("session %s: clearing its old layout: %w", id, err)
+		}
+	}
+	if hs == nil {
+		return nil, fmt.Errorf("session %s: %w: its mounts are not there", id, mounts.ErrNotMounted)
+	}
+	l, err = mounts.Prepare(dir, plan, hs)
+	if err != nil {
+		return nil, fmt.Errorf("preparing session mounts: %w", err)
+	}
+	return l, nil
 }
 
 func writeFileSync(p string, data []byte) error {
@@ -205,22 +367,8 @@ func writeFileSync(p string, data []byte) error {
 	return f.Close()
 }
 
-// newSession wraps a policy into a session of this executor.
-func (e *Executor) newSession(p *Policy, id string, store *sessionStore) (*Session, error) {
-	sc, err := seccomp.LoadDefault()
-	if err != nil {
-		return nil, err
-	}
-	s := &Session{Policy: p, ID: id, exec: e, seccomp: sc, store: store}
-	if store != nil {
-		// Containers of one session made by several corral processes must
-		// not share names (their argv files are named after them too).
-		s.seq.Store(int64(os.Getpid()) << 20)
-	}
-	return s, nil
-}
-
-// readRecord reads a persistent session's record.
+// readRecord reads a session's record. A missing record wraps
+// errdefs.ErrNotFound, an unreadable one errdefs.ErrDataLoss.
 func readRecord(dir string) (SessionRecord, error) {
 	var rec SessionRecord
 	data, err := os.ReadFile(filepath.Join(dir, recordFile))
@@ -236,126 +384,11 @@ func readRecord(dir string) (SessionRecord, error) {
 	return rec, nil
 }
 
-// OpenSession re-opens a persistent session made by CreateSession, in
-// this process or an earlier one: the capability, the profile and the
-// hidden set are the ones recorded at creation (nothing is recomputed
-// from the repository or re-read from a profile file), and the host
-// mounts are re-attached (mounts.Open).
-//
-// When the mounts are gone (the machine rebooted): a read-only session is
-// prepared again (it lost nothing); a writable one fails with an error
-// wrapping errdefs.ErrDataLoss, because its write area lived on a tmpfs
-// and what it wrote is lost; such a session can only be removed. An
-// unknown id wraps errdefs.ErrNotFound. The caller must call Close.
-func (e *Executor) OpenSession(ctx context.Context, id string) (*Session, error) {
-	dir, err := e.sessionDir(id)
-	if err != nil {
-		return nil, err
-	}
-	rec, err := readRecord(dir)
-	if err != nil {
-		return nil, err
-	}
-	profData, err := os.ReadFile(filepath.Join(dir, profileFile))
-	if err != nil {
-		return nil, fmt.Errorf("session %s: %w", id, err)
-	}
-	prof, err := profiles.Parse(profData)
-	if err != nil {
-		return nil, fmt.Errorf("session %s: the recorded profile: %w", id, err)
-	}
-	hiddenData, err := os.ReadFile(filepath.Join(dir, hiddenFile))
-	if err != nil {
-		return nil, fmt.Errorf("session %s: %w", id, err)
-	}
-	hidden, err := hidden.Unmarshal(hiddenData)
-	if err != nil {
-		return nil, fmt.Errorf("session %s: %w", id, err)
-	}
-	cfg := SessionConfig{Repo: rec.Repo, Profile: prof, Page: rec.Page, WriteDir: rec.WriteDir, AgentID: rec.AgentID, ReadOnly: rec.ReadOnly}
-	p, err := newPolicy(cfg, hidden)
-	if err != nil {
-		return nil, fmt.Errorf("session %s: %w", id, err)
-	}
-	s, err := e.newSession(p, id, &sessionStore{dir: dir, record: rec})
-	if err != nil {
-		return nil, err
-	}
-	s.mu.Lock()
-	err = s.attachLocked()
-	s.mu.Unlock()
-	if err != nil {
-		return nil, err
-	}
-	return s, nil
-}
-
-// Record returns a persistent session's record (nil for a one-shot one).
-func (s *Session) Record() *SessionRecord {
-	if s.store == nil {
-		return nil
-	}
-	r := s.store.record
-	return &r
-}
-
-// lock takes the session's cross-process lock; the caller must call the
-// returned function.
-func (st *sessionStore) lock() (func(), error) {
-	f, err := os.OpenFile(filepath.Join(st.dir, lockFile), os.O_RDONLY, 0)
-	if err != nil {
-		return nil, fmt.Errorf("locking session: %w", err)
-	}
-	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("locking session: %w", err)
-	}
-	return func() {
-		_ = unix.Flock(int(f.Fd()), unix.LOCK_UN)
-		f.Close()
-	}, nil
-}
-
-// attachLocked re-attaches a persistent session's mounts, or makes them
-// when the session is new. s.mu must be held.
-func (s *Session) attachLocked() error {
-	unlock, err := s.store.lock()
-	if err != nil {
-		return err
-	}
-	defer unlock()
-	dir := filepath.Join(s.store.dir, layoutDir)
-	l, err := mounts.Open(dir, s.plan)
-	switch {
-	case err == nil:
-		s.setLayout(l)
-		return nil
-	case !errors.Is(err, mounts.ErrNotMounted):
-		return fmt.Errorf("session %s: %w; remove it with `corral session rm %s`", s.ID, err, s.ID)
-	}
-	if _, err := os.Lstat(dir); err == nil {
-		// It was mounted once; nothing is now (mounts.Open checked).
-		if !s.plan.ReadOnly {
-			return fmt.Errorf("session %s: %w: its write area was a tmpfs and its mounts are gone (the machine rebooted, or they were unmounted), so what it wrote is lost; remove it with `corral session rm %s`",
-				s.ID, errdefs.ErrDataLoss, s.ID)
-		}
-		if err := os.RemoveAll(dir); err != nil {
-			return fmt.Errorf("session %s: clearing its old layout: %w", s.ID, err)
-		}
-	}
-	l, err = mounts.Prepare(dir, s.plan, s.hidden)
-	if err != nil {
-		return fmt.Errorf("preparing session mounts: %w", err)
-	}
-	s.setLayout(l)
-	return nil
-}
-
 // Sessions lists the persistent sessions of the state directory, oldest
-// first. A directory whose record cannot be read is listed with Err.
+// first. A directory whose record cannot be read is listed with Err. It
+// needs no containerd.
 func (e *Executor) Sessions() ([]SessionInfo, error) {
-	root := filepath.Join(e.cfg.StateDir, "sessions")
-	entries, err := os.ReadDir(root)
+	entries, err := os.ReadDir(e.sessionsDir())
 	if errors.Is(err, fs.ErrNotExist) {
 		return []SessionInfo{}, nil
 	}
@@ -364,59 +397,71 @@ func (e *Executor) Sessions() ([]SessionInfo, error) {
 	}
 	out := []SessionInfo{}
 	for _, d := range entries {
-		dir := filepath.Join(root, d.Name())
+		if strings.HasPrefix(d.Name(), ".") {
+			continue
+		}
+		dir := filepath.Join(e.sessionsDir(), d.Name())
 		if _, err := os.Lstat(filepath.Join(dir, recordFile)); err != nil {
-			continue // a one-shot session of `corral run`
+			continue // half-made, or an old one-call session
 		}
 		info := SessionInfo{}
 		rec, err := readRecord(dir)
 		if err != nil {
 			info.ID, info.Err = d.Name(), err.Error()
 		} else {
+			if rec.Ephemeral {
+				continue // one process's own
+			}
 			info.SessionRecord = rec
 		}
 		ms, _ := mountinfo.GetMounts(mountinfo.PrefixFilter(filepath.Join(dir, layoutDir)))
 		info.Mounted = len(ms) > 0
+		info.LastUsed = lastUse(dir, rec.Created)
+		info.Expires = info.LastUsed.Add(rec.idleTTL())
+		info.InUse = inUse(dir)
 		out = append(out, info)
 	}
-	sort.Slice(out, func(i, j int) bool {
-		if !out[i].Created.Equal(out[j].Created) {
-			return out[i].Created.Before(out[j].Created)
-		}
-		return out[i].ID < out[j].ID
-	})
+	sortSessions(out)
 	return out, nil
 }
 
-// RemoveSession removes a persistent session: its containers (a running
-// invocation is killed), its host mounts (unmounted deepest first, never
-// removed across a mount) and its state directory. What the session wrote
-// is gone with it; collect its change set first. An unknown id wraps
-// errdefs.ErrNotFound.
-func (e *Executor) RemoveSession(ctx context.Context, id string) error {
-	dir, err := e.sessionDir(id)
+// lastUse is the mtime of dir/inuse, else created.
+func lastUse(dir string, created time.Time) time.Time {
+	if st, err := os.Stat(filepath.Join(dir, inUseFile)); err == nil {
+		return st.ModTime().UTC().Truncate(time.Second)
+	}
+	return created
+}
+
+// inUse reports whether a live process holds the session dir open: its
+// inuse lock cannot be taken exclusively at once.
+func inUse(dir string) bool {
+	release, ok := tryExclusive(dir)
+	if ok {
+		release()
+	}
+	return !ok
+}
+
+// tryExclusive takes dir/inuse exclusively without waiting: nobody has
+// the session open until release is called. ok is false when a process
+// holds it. A missing inuse file counts as free.
+func tryExclusive(dir string) (release func(), ok bool) {
+	f, err := os.OpenFile(filepath.Join(dir, inUseFile), os.O_RDONLY, 0)
+	if errors.Is(err, fs.ErrNotExist) {
+		return func() {}, true
+	}
 	if err != nil {
-		return err
+		return nil, false
 	}
-	if _, err := os.Lstat(filepath.Join(dir, recordFile)); err != nil {
-		return fmt.Errorf("session %s: %w", id, errdefs.ErrNotFound)
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		f.Close()
+		return nil, false
 	}
-	cctx := e.Context(ctx)
-	filter := fmt.Sprintf("labels.%q==corral,labels.%q==%q,labels.%q==%q", LabelOwner, LabelStateDir, e.cfg.StateDir, LabelSession, id)
-	cs, err := e.client.Containers(cctx, filter)
-	if err != nil {
-		return fmt.Errorf("listing the session's containers: %w", err)
-	}
-	var errs []error
-	for _, c := range cs {
-		if err := reap(cctx, c); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	if err := errors.Join(errs...); err != nil {
-		return err
-	}
-	return removeSessionDir(dir)
+	return func() {
+		_ = unix.Flock(int(f.Fd()), unix.LOCK_UN)
+		f.Close()
+	}, true
 }
 
 // removeSessionDir unmounts everything under dir and removes it; nothing
@@ -429,11 +474,4 @@ func removeSessionDir(dir string) error {
 		return fmt.Errorf("unmounting %s: %w: %d mounts left", dir, errdefs.ErrFailedPrecondition, len(left))
 	}
 	return os.RemoveAll(dir)
-}
-
-// persistent reports whether the session directory dir belongs to a
-// persistent session (gc leaves those to RemoveSession).
-func persistent(dir string) bool {
-	_, err := os.Lstat(filepath.Join(dir, recordFile))
-	return err == nil
 }

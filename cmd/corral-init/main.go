@@ -1,7 +1,8 @@
 // Command corral-init is the first process of every container corral
-// creates. It is static (CGO_ENABLED=0) and bound read-only into each
-// container at /.corral/init from a content-addressed copy in corral's
-// state directory, so it works with any image and never needs one rebuilt.
+// creates, and stays its PID 1. It is static (CGO_ENABLED=0) and bound
+// read-only into each container at /.corral/init from a content-addressed
+// copy in corral's state directory, so it works with any image and never
+// needs one rebuilt.
 //
 // Usage (fixed when the container is created): corral-init CTLFILE
 //
@@ -10,24 +11,53 @@
 // created and before it is started: one initctl.Request. corral-init
 // reads it and, by its mode:
 //   - exec: resolves argv[0] against PATH (a bare name only; the allowlist
-//     refused anything else) and execve(2)s the tool, which then runs as
-//     the container's PID 1 with the environment the spec fixed;
+//     refused anything else), starts the tool as its child with the
+//     environment the spec fixed and the standard streams it was given,
+//     reaps every process of the container (orphans are re-parented to
+//     PID 1) and exits when the tool does: with the tool's exit code, or
+//     128+N when a signal N ended it, as a shell reports it. Its exit, as
+//     PID 1 of the pid namespace, makes the kernel kill whatever the tool
+//     left running (pid_namespaces(7));
 //   - fs: runs one file-tool operation in-process (sandbox/fsop) against
 //     its working directory, the repository view, and prints the answer.
 //
-// Exit codes when it cannot: 127 (not found), 126 (exec failed), 125 (bad
-// control file).
+// In both modes corral-init holds the request's deadline itself: when it
+// passes, it kills every process of the container (kill(-1, SIGKILL) from
+// PID 1 of the pid namespace signals every other process in it,
+// kill(2)) and exits 137, so a tool never outlives its timeout even when
+// the supervisor that should have killed it is dead. The supervisor's
+// deadline is a little earlier (the request's carries a grace), so its
+// own kill, which reports "timeout", normally comes first.
+//
+// Signals: corral-init catches every catchable signal and forwards none.
+// From inside the container only a process with a handler can be
+// signalled as PID 1, so without this a tool could end corral-init (and
+// with it the container) by `kill 1`; from outside, the supervisor only
+// ever sends SIGKILL, which no process can catch. The tool starts with
+// every signal at its default disposition (handled signals are reset at
+// exec, execve(2)).
+//
+// Exit codes when it cannot run the tool: 127 (not found), 126 (exec
+// failed), 125 (bad control file); 137 when the deadline passed.
 package main
 
 import (
+	"errors"
 	"os"
+	"os/signal"
 	"path/filepath"
+	"sync/atomic"
 	"syscall"
+	"time"
 
 	"github.com/corral-sandbox/corral/internal/initctl"
 	"github.com/corral-sandbox/corral/internal/rootfs"
 	"github.com/corral-sandbox/corral/sandbox/fsop"
 )
+
+// exitDeadline is corral-init's exit code when the deadline passed: that
+// of a process killed by SIGKILL.
+const exitDeadline = 128 + int(syscall.SIGKILL)
 
 func fail(code int, s string) {
 	os.Stderr.WriteString("corral-init: " + s + "\n")
@@ -35,6 +65,9 @@ func fail(code int, s string) {
 }
 
 func main() {
+	// Before anything else: no signal from inside the container ends
+	// PID 1, and none is forwarded.
+	signal.Notify(make(chan os.Signal, 1))
 	if len(os.Args) != 2 {
 		fail(125, "usage: corral-init CTLFILE")
 	}
@@ -46,16 +79,62 @@ func main() {
 	if err != nil {
 		fail(125, err.Error())
 	}
+	holdDeadline(req.Deadline())
 	switch req.Mode {
 	case initctl.FS:
 		os.Exit(fsop.Main(req.Argv, os.Stdout, os.Stderr))
 	default:
-		execTool(req.Argv)
+		os.Exit(supervise(req.Argv))
 	}
 }
 
-// execTool execs argv[0] from PATH; it returns only by exiting.
-func execTool(argv []string) {
+// toolPid is the tool's pid once started (exec mode).
+var toolPid atomic.Int64
+
+// holdDeadline kills every process of the container and exits once d has
+// passed. kill(-1) is only used as PID 1 of a pid namespace, where it
+// reaches exactly the container's processes; anywhere else (never the
+// case in a corral container) corral-init kills only the tool.
+func holdDeadline(d time.Duration) {
+	time.AfterFunc(d, func() {
+		// The message first: once the tool is dead, supervise may exit.
+		os.Stderr.WriteString("corral-init: deadline of " + d.String() + " passed: every process of the container was killed\n")
+		if os.Getpid() == 1 {
+			_ = syscall.Kill(-1, syscall.SIGKILL)
+		} else if pid := toolPid.Load(); pid > 0 {
+			_ = syscall.Kill(int(pid), syscall.SIGKILL)
+		}
+		os.Exit(exitDeadline)
+	})
+}
+
+// supervise starts argv as a child and reaps every process until the
+// child exits; it returns the exit code corral-init exits with.
+func supervise(argv []string) int {
+	pid := start(argv)
+	toolPid.Store(int64(pid))
+	for {
+		var ws syscall.WaitStatus
+		got, err := syscall.Wait4(-1, &ws, 0, nil)
+		switch {
+		case errors.Is(err, syscall.EINTR):
+			continue
+		case err != nil:
+			fail(125, "waiting for "+argv[0]+": "+err.Error())
+		case got != pid:
+			continue // an orphan the tool left, re-parented to PID 1
+		case ws.Signaled():
+			return 128 + int(ws.Signal())
+		case ws.Exited():
+			return ws.ExitStatus()
+		}
+	}
+}
+
+// start resolves argv[0] against PATH and starts it with corral-init's
+// environment, working directory and standard streams; it returns the
+// child's pid, or exits 127 (not found) or 126 (found, not runnable).
+func start(argv []string) int {
 	env := os.Environ()
 	path := ""
 	for _, kv := range env {
@@ -63,23 +142,22 @@ func execTool(argv []string) {
 			path = kv[5:]
 		}
 	}
-	name := argv[0]
-	dir := ""
-	for i := 0; i <= len(path); i++ {
-		if i == len(path) || path[i] == ':' {
-			if dir != "" {
-				full := dir + "/" + name
-				err := syscall.Exec(full, argv, env)
-				if err != syscall.ENOENT && err != syscall.ENOTDIR {
-					fail(126, "exec "+full+": "+err.Error())
-				}
-			}
-			dir = ""
+	attr := &syscall.ProcAttr{Env: env, Files: []uintptr{0, 1, 2}}
+	for _, dir := range filepath.SplitList(path) {
+		if dir == "" {
 			continue
 		}
-		dir += string(path[i])
+		full := dir + "/" + argv[0]
+		pid, err := syscall.ForkExec(full, argv, attr)
+		if err == nil {
+			return pid
+		}
+		if !errors.Is(err, syscall.ENOENT) && !errors.Is(err, syscall.ENOTDIR) {
+			fail(126, "exec "+full+": "+err.Error())
+		}
 	}
-	fail(127, name+": command not found")
+	fail(127, argv[0]+": command not found")
+	return 0
 }
 
 // readFile reads the control file (a regular file, no link on the way

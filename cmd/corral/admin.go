@@ -152,7 +152,11 @@ namespace. Idempotent: an identical image is left as it is.`,
 			if g.image != "" {
 				spec.Ref = g.image
 			}
-			res, err := sandbox.BuildImage(exec.Context(ctx), exec.Client(), spec)
+			client, err := exec.Connect(ctx)
+			if err != nil {
+				return &exitError{code: exitFailed, err: err}
+			}
+			res, err := sandbox.BuildImage(exec.Context(ctx), client, spec)
 			if err != nil {
 				return &exitError{code: exitFailed, err: err}
 			}
@@ -177,12 +181,16 @@ func newGCCommand(g *globalFlags) *cobra.Command {
 	var force, asJSON bool
 	cmd := &cobra.Command{
 		Use:   "gc",
-		Short: "Remove what a crashed corral left behind (interrupted applies, containers, snapshots, leases, host mounts)",
+		Short: "Remove what a crashed corral left behind (interrupted applies, containers, snapshots, leases, host mounts, half-made sessions)",
 		Long: `Finishes or rolls back the applies a crash interrupted (journaled under
 STATE-DIR/apply; this needs no containerd), then finds corral's containers
 and leases by label, and its host mounts under the state directory with
 mountinfo, and removes those whose supervisor is no longer running (all of
-them with --force).`,
+them with --force). Session directories go when no process holds them and
+they are ephemeral (their process died) or half-made (no complete record);
+persistent sessions stay unless expired (pruned, their change set kept as
+a patch) or --force. Every corral start does the same for what dead
+processes left, cheaply; gc is the explicit, complete form.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
@@ -223,8 +231,11 @@ them with --force).`,
 					fmt.Fprintf(cmd.OutOrStdout(), "recovered %d interrupted apply(s)\n", len(applies))
 				}
 				if rep != nil {
-					fmt.Fprintf(cmd.OutOrStdout(), "removed %d containers, %d leases, %d mounts, %d session directories\n",
-						len(rep.Containers), len(rep.Leases), len(rep.Mounts), len(rep.Sessions))
+					fmt.Fprintf(cmd.OutOrStdout(), "removed %d containers, %d leases, %d FIFO directories, %d mounts, %d session directories\n",
+						len(rep.Containers), len(rep.Leases), len(rep.FIFODirs), len(rep.Mounts), len(rep.Sessions))
+					for _, p := range rep.Pruned {
+						fmt.Fprintf(cmd.OutOrStdout(), "expired: %s\n", describeEnded(p))
+					}
 				}
 			}
 			if err != nil {

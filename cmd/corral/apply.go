@@ -172,6 +172,8 @@ turn; --approve TOKEN writes the changes those tokens name, all or none.
 				defer c.Close()
 				return applyRemote(cmd, c, af, args[0])
 			}
+			// Apply is a way into the session like any call: it rescans
+			// the repository (OpenSession without ForChanges).
 			exec, sess, cs, err := openSessionChanges(cmd, g, args[0])
 			if err != nil {
 				return err

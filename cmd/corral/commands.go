@@ -7,6 +7,8 @@ import (
 	"io"
 	"os"
 	"strings"
+	"sync/atomic"
+	"syscall"
 
 	"github.com/corral-sandbox/corral/allowlist"
 	"github.com/corral-sandbox/corral/internal/config"
@@ -283,13 +285,20 @@ type reportOptions struct {
 // JSON names session id when it is not "".
 func execAndReport(cmd *cobra.Command, sess caller, prof *profiles.Profile, argv []string, o reportOptions, id string) error {
 	asJSON, diffOut := o.json, o.diffOut
-	ctx := cmd.Context()
-	stdout, stderr := cmd.OutOrStdout(), cmd.ErrOrStderr()
+	ctx, cancel := context.WithCancelCause(cmd.Context())
+	defer cancel(nil)
+	stdout := &pipeWriter{w: cmd.OutOrStdout(), cancel: cancel}
+	stderr := &pipeWriter{w: cmd.ErrOrStderr(), cancel: cancel}
 	var streamOut, streamErr io.Writer = stdout, stderr
 	if asJSON {
 		streamOut, streamErr = nil, nil
 	}
 	cr, err := sess.call(ctx, argv, streamOut, streamErr)
+	if stdout.broken.Load() || stderr.broken.Load() {
+		// The reader went away: the tool was killed (ctx), the caller's
+		// deferred Close cleans up; no verdict can be printed.
+		return &exitError{code: exitPipe, printed: true}
+	}
 	if err != nil {
 		var ee *exitError
 		if errors.As(err, &ee) {
@@ -342,7 +351,10 @@ func execAndReport(cmd *cobra.Command, sess caller, prof *profiles.Profile, argv
 			out.Error = jsonErrorOf(code, verdict)
 		}
 		out.Session = id
-		if err := writeJSON(stdout, out); err != nil {
+		if err := writeJSON(stdout, out); err != nil || stdout.broken.Load() {
+			if stdout.broken.Load() {
+				return &exitError{code: exitPipe, printed: true}
+			}
 			return err
 		}
 		if code != 0 {
@@ -369,6 +381,32 @@ func execAndReport(cmd *cobra.Command, sess caller, prof *profiles.Profile, argv
 		return &exitError{code: code}
 	}
 	return nil
+}
+
+// errBrokenPipe is the cause of a call cancelled because its output's
+// reader went away.
+var errBrokenPipe = errors.New("the output's reader went away (EPIPE)")
+
+// pipeWriter forwards to w until a write fails with EPIPE: then it
+// cancels the call (the tool is killed, as a shell pipeline's SIGPIPE
+// would end it) and drops the rest.
+type pipeWriter struct {
+	w      io.Writer
+	cancel context.CancelCauseFunc
+	broken atomic.Bool
+}
+
+func (p *pipeWriter) Write(b []byte) (int, error) {
+	if p.broken.Load() {
+		return len(b), nil
+	}
+	n, err := p.w.Write(b)
+	if errors.Is(err, syscall.EPIPE) {
+		p.broken.Store(true)
+		p.cancel(errBrokenPipe)
+		return len(b), nil
+	}
+	return n, err
 }
 
 func describeLimit(l string, p *profiles.Profile) string {

@@ -8,7 +8,9 @@
 // own code); 124 a limit killed the tool (timeout, memory, output cap);
 // 125 corral itself failed (bad flags, no containerd, a layout it will
 // not start on); 126 the invocation was refused by policy and nothing
-// started.
+// started; 141 corral's standard output or error was closed (a reader
+// such as `head -c 10` went away): corral stopped forwarding, killed the
+// tool as a shell pipeline would, cleaned up and exits 128+SIGPIPE.
 //
 // With --json (or --format json) every outcome is JSON on stdout, errors
 // included: {"error": {"kind": ..., "message": ...}, "exit_code": N}, where
@@ -29,6 +31,7 @@ const (
 	exitLimit    = 124
 	exitFailed   = 125
 	exitRefused  = 126
+	exitPipe     = 128 + int(syscall.SIGPIPE)
 )
 
 // exitError carries an exit code through cobra.
@@ -52,6 +55,10 @@ func (e *exitError) Error() string {
 func (e *exitError) Unwrap() error { return e.err }
 
 func main() {
+	// A closed standard output must not kill corral before it cleaned up:
+	// with SIGPIPE notified, a write to a closed pipe fails with EPIPE
+	// (os/signal: SIGPIPE), which the commands turn into exit 141.
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	code := execute(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
 	stop()

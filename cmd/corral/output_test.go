@@ -76,7 +76,7 @@ func TestEveryJSONCommandAnswersBadFlagsInJSON(t *testing.T) {
 		"version --json", "doctor --json",
 		"apply --json", "check --json", "gc --json", "image build --json", "profiles --json", "run --json",
 		"session apply --json", "session create --json", "session diff --format json", "session exec --json",
-		"session ls --json", "session rm --json",
+		"session ls --json", "session prune --json", "session rm --json",
 	}, names)
 	for _, c := range cmds {
 		t.Run(strings.Join(c, " "), func(t *testing.T) {
@@ -153,13 +153,8 @@ func TestJSONRefusalAndFailure(t *testing.T) {
 	require.Equal(t, true, jsonOut(t, stdout)["allowed"])
 
 	noDaemon := filepath.Join(t.TempDir(), "containerd.sock")
+	// What needs containerd says so when none answers.
 	for _, args := range [][]string{
-		{"session", "ls", "--json"},
-		{"session", "rm", "--json", "0123456789ab"},
-		{"session", "create", "--json", "--repo", repo},
-		{"session", "exec", "--json", "0123456789ab", "--", "ls"},
-		{"session", "diff", "0123456789ab", "--format", "json"},
-		{"session", "apply", "--json", "0123456789ab"},
 		{"run", "--json", "--repo", repo, "--", "ls"},
 		{"gc", "--json"},
 		{"image", "build", "--json"},
@@ -171,6 +166,24 @@ func TestJSONRefusalAndFailure(t *testing.T) {
 			require.Contains(t, v["error"].(map[string]any)["message"], "containerd")
 		})
 	}
+	// Session state needs none: an unknown session is not found, with or
+	// without a containerd.
+	for _, args := range [][]string{
+		{"session", "rm", "--json", "0123456789ab"},
+		{"session", "exec", "--json", "0123456789ab", "--", "ls"},
+		{"session", "diff", "0123456789ab", "--format", "json"},
+		{"session", "apply", "--json", "0123456789ab"},
+	} {
+		t.Run(strings.Join(args, " "), func(t *testing.T) {
+			stdout, stderr, code := runCLI(t, append([]string{"--address", noDaemon, "--state-dir", t.TempDir()}, args...)...)
+			require.Equal(t, exitFailed, code, stderr)
+			v := requireJSONError(t, stdout, exitFailed, kindFailed)
+			require.Contains(t, v["error"].(map[string]any)["message"], "session 0123456789ab: not found")
+		})
+	}
+	stdout, stderr, code = runCLI(t, "--address", noDaemon, "--state-dir", t.TempDir(), "session", "ls", "--json")
+	require.Equal(t, 0, code, stderr)
+	require.Equal(t, "[]\n", stdout)
 
 	stdout, _, code = runCLI(t, "profiles", "--json", "no-such-profile")
 	require.Equal(t, exitFailed, code)

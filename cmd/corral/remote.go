@@ -99,7 +99,11 @@ func createRequest(cfg sandbox.SessionConfig, source string) (api.CreateSession,
 	if err != nil {
 		return api.CreateSession{}, &exitError{code: exitFailed, err: err}
 	}
-	return api.CreateSession{Repo: repo, Profile: source, Scope: cfg.WriteDir, Page: cfg.Page, AgentID: cfg.AgentID, ReadOnly: cfg.ReadOnly}, nil
+	req := api.CreateSession{Repo: repo, Profile: source, Scope: cfg.WriteDir, Page: cfg.Page, AgentID: cfg.AgentID, ReadOnly: cfg.ReadOnly}
+	if cfg.IdleTTL > 0 {
+		req.IdleTTL = cfg.IdleTTL.String()
+	}
+	return req, nil
 }
 
 // recordOf is a daemon's session as a standalone session records it.

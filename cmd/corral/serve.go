@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -30,8 +31,13 @@ The launcher's flags fix the session: --session re-opens a persistent one
 (corral session create), otherwise a new persistent session is created from
 --repo, --profile and the scope flags and its id is printed on stderr. No
 tool chooses a repository, profile, scope, agent or session. When the client
-disconnects (closes stdin or stdout) the server ends with exit 0; the session
-and what it wrote stay (see 'corral session diff' and 'corral session rm').
+disconnects (closes stdin or stdout) the server ends with exit 0. A session
+given with --session stays, with what it wrote (see 'corral session diff'
+and 'corral session rm'). A session the server made from --repo ends with
+it: it is removed, and its change set, unless empty, is kept as the patch
+file STATE-DIR/patches/ID.patch, named on stderr (never silently lost); if
+the server is killed instead, the session expires after its idle TTL and
+'corral session prune' keeps its change set the same way.
 
 Messages are JSON-RPC 2.0, one per line, at most 16 MiB and 64 levels deep;
 a line that is not one is answered with a JSON-RPC error (-32700 parse
@@ -68,6 +74,7 @@ error, -32600 invalid request) and the server goes on serving.`,
 			}
 			defer exec.Close()
 			var sess *sandbox.Session
+			made := false
 			if sessionID != "" {
 				if sess, err = exec.OpenSession(ctx, sessionID); err != nil {
 					return &exitError{code: exitFailed, err: err}
@@ -80,8 +87,21 @@ error, -32600 invalid request) and the server goes on serving.`,
 				if sess, err = exec.CreateSession(ctx, cfg, source); err != nil {
 					return refusalOr(err)
 				}
+				made = true
 			}
 			defer sess.Close()
+			if made {
+				// Runs after sess.Close (deferred later, run earlier).
+				defer func() {
+					ended, err := exec.EndSession(context.Background(), sess.ID)
+					if err != nil {
+						fmt.Fprintf(stderr, "corral: ending session %s: %v\n", sess.ID, err)
+						return
+					}
+					fmt.Fprintf(stderr, "corral: %s\n", describeEnded(ended))
+				}()
+				defer sess.Close()
+			}
 			return serveMCP(cmd, mcpserver.New(sess, mcpOptions(sess.Record(), sess.Profile)), sess.Record())
 		},
 	}

@@ -60,31 +60,45 @@ func newSessionCommand(g *globalFlags) *cobra.Command {
 		Long: `A session fixes a capability once (repository, profile, write scope) and
 keeps its write area between invocations: every invocation is still a fresh
 container, but what one writes the next one sees. Its state lives under the
-state directory and survives a restart of corral; gc leaves it alone, and
-only 'corral session rm' removes it (ending a session, or a server, never
-deletes what it wrote). The write area is a tmpfs: a reboot loses it.`,
+state directory and survives a restart of corral; gc leaves it alone.
+'corral session rm' removes it; one unused for its idle TTL expires
+('corral session prune', and every corral start, keep its change set as a
+patch file). The write area is a tmpfs: a reboot loses it. 'session ls',
+'session diff' and 'session apply' need no containerd.`,
 	}
 	cmd.AddCommand(newSessionCreateCommand(g), newSessionExecCommand(g), newSessionLsCommand(g),
-		newSessionRmCommand(g), newSessionDiffCommand(g), newSessionApplyCommand(g))
+		newSessionRmCommand(g), newSessionDiffCommand(g), newSessionApplyCommand(g), newSessionPruneCommand(g))
 	return cmd
 }
 
 func newSessionCreateCommand(g *globalFlags) *cobra.Command {
 	cf := &capFlags{}
 	var asJSON bool
+	var idleTTL time.Duration
 	cmd := &cobra.Command{
-		Use:   "create --repo DIR [--profile NAME] [--scope openwiki/DIR/ | --page openwiki/PATH | --agent-id ID] [--read-only]",
+		Use:   "create --repo DIR [--profile NAME] [--scope openwiki/DIR/ | --page openwiki/PATH | --agent-id ID] [--read-only] [--idle-ttl DURATION]",
 		Short: "Create a persistent session and print its id",
 		Long: `Fixes the session's capability, computes the hidden set from the repository
 as it is now, makes the host mounts and prints the session id (a JSON record
 with --json). The capability never changes afterwards: nothing an agent
-sends, nor a later edit of the profile file or of an ignore file, widens it.`,
+sends, nor a later edit of the profile file or of an ignore file, widens it.
+
+A session unused for its idle TTL (the profile's idle_ttl, default 24h;
+--idle-ttl may only shorten it) expires: 'corral session prune', and every
+corral start, remove it and keep its change set as a patch file under
+STATE-DIR/patches/.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
 			cfg, source, err := cf.config()
 			if err != nil {
 				return err
+			}
+			if cmd.Flags().Changed("idle-ttl") {
+				if idleTTL <= 0 {
+					return usageError(fmt.Errorf("--idle-ttl %s: %w: a session always ends; want a positive duration", idleTTL, errdefs.ErrInvalidArgument))
+				}
+				cfg.IdleTTL = idleTTL
 			}
 			c, err := g.daemonClient(cmd)
 			if err != nil {
@@ -124,7 +138,77 @@ sends, nor a later edit of the profile file or of an ignore file, widens it.`,
 	}
 	cf.add(cmd.Flags())
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the session record as JSON")
+	cmd.Flags().DurationVar(&idleTTL, "idle-ttl", 0, "expire the session after this long unused (at most the profile's idle_ttl, default 24h)")
 	return cmd
+}
+
+// pruneOutput is `session prune --json`'s result.
+type pruneOutput struct {
+	Pruned   []sandbox.Ended `json:"pruned"`
+	Error    *jsonError      `json:"error,omitempty"`
+	ExitCode int             `json:"exit_code"`
+}
+
+func newSessionPruneCommand(g *globalFlags) *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "prune [--json]",
+		Short: "Remove expired sessions, keeping each change set as a patch file",
+		Long: `Removes every persistent session that has gone unused for longer than its
+idle TTL and that no corral process has open. Each non-empty change set is
+kept first as STATE-DIR/patches/ID.patch (a unified patch, git apply-able;
+changes the set was rejected for are listed, not kept) and listed. Needs no
+containerd. Every corral start also prunes.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			exec, err := sandbox.New(cmd.Context(), g.config(io.Discard))
+			if err != nil {
+				return &exitError{code: exitFailed, err: err}
+			}
+			defer exec.Close()
+			pruned, err := exec.Prune(cmd.Context())
+			out := pruneOutput{Pruned: pruned}
+			if err != nil {
+				out.Error, out.ExitCode = jsonErrorOf(exitFailed, err), exitFailed
+			}
+			if asJSON {
+				if werr := writeJSON(cmd.OutOrStdout(), out); werr != nil {
+					return werr
+				}
+			} else {
+				for _, p := range pruned {
+					fmt.Fprintln(cmd.OutOrStdout(), describeEnded(p))
+				}
+			}
+			if err != nil {
+				return &exitError{code: exitFailed, err: err, printed: asJSON}
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print a JSON object: the sessions pruned and their patch files")
+	return cmd
+}
+
+// describeEnded says in one line what became of an ended session's
+// change set.
+func describeEnded(p sandbox.Ended) string {
+	var what string
+	switch {
+	case p.Lost != "":
+		what = "its change set is lost: " + p.Lost
+	case p.Patch != "":
+		what = fmt.Sprintf("%d change(s) kept in %s", p.Changes, p.Patch)
+	default:
+		what = "no change to keep"
+	}
+	if len(p.Violations) > 0 {
+		what += fmt.Sprintf("; %d rejected change(s) not kept:", len(p.Violations))
+		for _, v := range p.Violations {
+			what += fmt.Sprintf(" %s (%s)", v.Path, v.Reason)
+		}
+	}
+	return fmt.Sprintf("removed %s: %s", p.ID, what)
 }
 
 func newSessionExecCommand(g *globalFlags) *cobra.Command {
@@ -195,17 +279,21 @@ func newSessionLsCommand(g *globalFlags) *cobra.Command {
 				return writeJSON(cmd.OutOrStdout(), list)
 			}
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "ID\tCREATED\tPROFILE\tSCOPE\tMOUNTED\tREPO")
+			fmt.Fprintln(tw, "ID\tCREATED\tEXPIRES\tPROFILE\tSCOPE\tMOUNTED\tREPO")
 			for _, s := range list {
 				if s.Err != "" {
-					fmt.Fprintf(tw, "%s\t-\t-\t-\t%v\t(%s)\n", s.ID, s.Mounted, s.Err)
+					fmt.Fprintf(tw, "%s\t-\t-\t-\t-\t%v\t(%s)\n", s.ID, s.Mounted, s.Err)
 					continue
 				}
 				scope := s.Scope
 				if s.ReadOnly {
 					scope = "(read-only)"
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%v\t%s\n", s.ID, s.Created.Local().Format(time.DateTime), s.ProfileName, scope, s.Mounted, s.Repo)
+				expires := s.Expires.Local().Format(time.DateTime)
+				if s.InUse {
+					expires = "(in use)"
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%v\t%s\n", s.ID, s.Created.Local().Format(time.DateTime), expires, s.ProfileName, scope, s.Mounted, s.Repo)
 			}
 			return tw.Flush()
 		},
@@ -229,7 +317,8 @@ func listSessions(cmd *cobra.Command, g *globalFlags) ([]sandbox.SessionInfo, er
 		}
 		list := make([]sandbox.SessionInfo, len(ss))
 		for i := range ss {
-			list[i] = sandbox.SessionInfo{SessionRecord: recordOf(&ss[i]), Mounted: ss[i].Mounted, Err: ss[i].Error}
+			list[i] = sandbox.SessionInfo{SessionRecord: recordOf(&ss[i]), Mounted: ss[i].Mounted, Err: ss[i].Error,
+				LastUsed: ss[i].LastUsed, Expires: ss[i].LastUsed.Add(time.Duration(ss[i].IdleTTLNS))}
 		}
 		return list, nil
 	}
@@ -341,7 +430,7 @@ apply shows them. The patch keeps its bytes exactly when written to a file:
 			if format != "patch" && format != "stat" && format != "json" {
 				return usageError(fmt.Errorf("--format %q: %w: want patch, stat or json", format, errdefs.ErrInvalidArgument))
 			}
-			cs, done, err := sessionChanges(cmd, g, args[0])
+			cs, done, err := sessionChanges(cmd, g, args[0], sandbox.ForChanges())
 			if err != nil {
 				return err
 			}
@@ -416,7 +505,7 @@ func changeSetJSON(cs *changeset.Set) *changeset.Set {
 
 // sessionChanges collects session id's change set, each change with its
 // bytes: from the daemon, or in this process. The caller must call done.
-func sessionChanges(cmd *cobra.Command, g *globalFlags, id string) (cs *changeset.Set, done func(), err error) {
+func sessionChanges(cmd *cobra.Command, g *globalFlags, id string, opts ...sandbox.OpenOption) (cs *changeset.Set, done func(), err error) {
 	c, err := g.daemonClient(cmd)
 	if err != nil {
 		return nil, nil, err
@@ -429,7 +518,7 @@ func sessionChanges(cmd *cobra.Command, g *globalFlags, id string) (cs *changese
 		}
 		return cs, func() { c.Close() }, nil
 	}
-	exec, sess, cs, err := openSessionChanges(cmd, g, id)
+	exec, sess, cs, err := openSessionChanges(cmd, g, id, opts...)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -439,13 +528,17 @@ func sessionChanges(cmd *cobra.Command, g *globalFlags, id string) (cs *changese
 // openSessionChanges opens session id in a new executor and collects its
 // change set (`session diff`, `session apply`). The caller must close the
 // session, then the executor.
-func openSessionChanges(cmd *cobra.Command, g *globalFlags, id string) (*sandbox.Executor, *sandbox.Session, *changeset.Set, error) {
+// Neither needs containerd: the writes are on a host tmpfs. opts are
+// OpenSession's (diff: sandbox.ForChanges, which works after the
+// repository moved or vanished; apply: none, so the repository is
+// rescanned like at any way into the session).
+func openSessionChanges(cmd *cobra.Command, g *globalFlags, id string, opts ...sandbox.OpenOption) (*sandbox.Executor, *sandbox.Session, *changeset.Set, error) {
 	ctx := cmd.Context()
 	exec, err := sandbox.New(ctx, g.config(cmd.ErrOrStderr()))
 	if err != nil {
 		return nil, nil, nil, &exitError{code: exitFailed, err: err}
 	}
-	sess, err := exec.OpenSession(ctx, id)
+	sess, err := exec.OpenSession(ctx, id, opts...)
 	if err != nil {
 		exec.Close()
 		return nil, nil, nil, &exitError{code: exitFailed, err: err}

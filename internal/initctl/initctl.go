@@ -5,13 +5,17 @@
 // when the container is created (possibly long before the call). Just
 // before the start, corral writes one Request to that control file, in
 // the session's control directory, which the container sees read-only at
-// CtlDir. corral-init reads it and, by its Mode, execs the tool (Exec) or
-// runs one file-tool operation in-process (FS, package sandbox/fsop).
+// CtlDir. corral-init reads it and, by its Mode, runs the tool as its
+// child (Exec) or one file-tool operation in-process (FS, package
+// sandbox/fsop), in both cases under the Request's wall-clock deadline,
+// which corral-init holds itself as the container's PID 1: a supervisor
+// that dies never leaves a tool running.
 //
-// A Request is one JSON object, decoded strictly (unknown fields refused)
-// so that adding a field, such as a wall-clock deadline corral-init
-// enforces itself, is a new Version both sides agree on. The package is
-// cgo-free: corral-init is linked statically.
+// A Request is one JSON object, decoded strictly (unknown fields refused):
+// a new field is a new Version both sides agree on (corral-init is bound
+// from the host as a content-addressed copy of the corral build that
+// writes the requests, so both sides always share one version). The
+// package is cgo-free: corral-init is linked statically.
 package initctl
 
 import (
@@ -20,6 +24,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 )
 
 // Paths inside every container.
@@ -31,8 +36,13 @@ const (
 	CtlDir = "/.corral/ctl"
 )
 
-// Version is the protocol version a Request carries.
-const Version = 1
+// Version is the protocol version a Request carries. Version 2 added
+// DeadlineMS.
+const Version = 2
+
+// MaxDeadline bounds a Request's deadline (a profile's timeout is at most
+// 24 hours; the rest is room for the grace).
+const MaxDeadline = 25 * time.Hour
 
 // MaxBytes bounds a control file.
 const MaxBytes = 4 << 20
@@ -42,7 +52,8 @@ type Mode string
 
 const (
 	// Exec resolves Argv[0], a bare name, against the fixed PATH and
-	// execve(2)s it: the tool becomes the container's PID 1.
+	// runs it as corral-init's child, corral-init staying PID 1 (it
+	// reaps every process and holds the deadline).
 	Exec Mode = "exec"
 	// FS runs one file-tool operation, Argv being its command line
 	// after `corral fs` (see sandbox/fsop.Usage), and prints its answer.
@@ -54,7 +65,17 @@ type Request struct {
 	Version int      `json:"version"`
 	Mode    Mode     `json:"mode"`
 	Argv    []string `json:"argv"`
+	// DeadlineMS is the wall-clock time, in milliseconds from corral-init's
+	// start, after which it kills every process of the container
+	// (kill(-1, SIGKILL) from PID 1 of the pid namespace) and exits. The
+	// supervisor sets it to the profile's timeout plus a grace, so that its
+	// own kill, which reports the timeout, normally comes first. 1 to
+	// MaxDeadline.
+	DeadlineMS int64 `json:"deadline_ms"`
 }
+
+// Deadline returns DeadlineMS as a duration.
+func (r Request) Deadline() time.Duration { return time.Duration(r.DeadlineMS) * time.Millisecond }
 
 // Encode returns r as a control file, after the checks Decode makes.
 func Encode(r Request) ([]byte, error) {
@@ -66,8 +87,9 @@ func Encode(r Request) ([]byte, error) {
 }
 
 // Decode reads a control file written by Encode: one JSON object of this
-// Version with no unknown field, a known Mode and a non-empty Argv
-// without NUL bytes; for Exec, Argv[0] is a bare name.
+// Version with no unknown field, a known Mode, a deadline from 1 ms to
+// MaxDeadline and a non-empty Argv without NUL bytes; for Exec, Argv[0] is
+// a bare name.
 func Decode(data []byte) (Request, error) {
 	var r Request
 	if len(data) > MaxBytes {
@@ -92,6 +114,9 @@ func (r Request) check() error {
 	case Exec, FS:
 	default:
 		return fmt.Errorf("control file: unknown mode %q", r.Mode)
+	}
+	if r.DeadlineMS < 1 || r.Deadline() > MaxDeadline {
+		return fmt.Errorf("control file: deadline %d ms, want 1 to %d", r.DeadlineMS, MaxDeadline.Milliseconds())
 	}
 	if len(r.Argv) == 0 {
 		return errors.New("control file: empty argv")

@@ -8,8 +8,8 @@ import (
 
 func TestRoundTrip(t *testing.T) {
 	for _, r := range []Request{
-		{Mode: Exec, Argv: []string{"grep", "-rn", "x y", "."}},
-		{Mode: FS, Argv: []string{"read", "--", "a b.md"}},
+		{Mode: Exec, Argv: []string{"grep", "-rn", "x y", "."}, DeadlineMS: 62_000},
+		{Mode: FS, Argv: []string{"read", "--", "a b.md"}, DeadlineMS: 1},
 	} {
 		data, err := Encode(r)
 		require.NoError(t, err)
@@ -24,17 +24,26 @@ func TestDecodeRefuses(t *testing.T) {
 	for _, bad := range []string{
 		``,
 		`{}`,
-		`{"version":1,"mode":"exec","argv":[]}`,
+		`{"version":2,"mode":"exec","argv":[],"deadline_ms":1000}`,
+		// Version 1 had no deadline: a corral-init never runs a tool
+		// without one.
+		`{"version":1,"mode":"exec","argv":["ls"]}`,
+		`{"version":3,"mode":"exec","argv":["ls"],"deadline_ms":1000}`,
 		`{"version":2,"mode":"exec","argv":["ls"]}`,
-		`{"version":1,"mode":"shell","argv":["ls"]}`,
-		`{"version":1,"mode":"exec","argv":["/bin/sh"]}`,
-		`{"version":1,"mode":"exec","argv":["ls\u0000x"]}`,
-		`{"version":1,"mode":"exec","argv":["ls"],"deadline":1}`,
-		`{"version":1,"mode":"exec","argv":["ls"]}{"version":1,"mode":"exec","argv":["id"]}`,
+		`{"version":2,"mode":"exec","argv":["ls"],"deadline_ms":0}`,
+		`{"version":2,"mode":"exec","argv":["ls"],"deadline_ms":-5}`,
+		`{"version":2,"mode":"exec","argv":["ls"],"deadline_ms":90000000000}`,
+		`{"version":2,"mode":"shell","argv":["ls"],"deadline_ms":1000}`,
+		`{"version":2,"mode":"exec","argv":["/bin/sh"],"deadline_ms":1000}`,
+		`{"version":2,"mode":"exec","argv":["ls\u0000x"],"deadline_ms":1000}`,
+		`{"version":2,"mode":"exec","argv":["ls"],"deadline_ms":1000,"deadline":1}`,
+		`{"version":2,"mode":"exec","argv":["ls"],"deadline_ms":1000}{"version":2,"mode":"exec","argv":["id"],"deadline_ms":1000}`,
 	} {
 		_, err := Decode([]byte(bad))
 		require.Error(t, err, bad)
 	}
-	_, err := Encode(Request{Mode: Exec, Argv: []string{"../x"}})
+	_, err := Encode(Request{Mode: Exec, Argv: []string{"../x"}, DeadlineMS: 1000})
 	require.Error(t, err)
+	_, err = Encode(Request{Mode: Exec, Argv: []string{"ls"}})
+	require.Error(t, err, "no deadline")
 }

@@ -7,6 +7,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,6 +17,7 @@ import (
 	"time"
 
 	containerd "github.com/containerd/containerd/v2/client"
+	"github.com/corral-sandbox/corral/internal/testhook"
 	"github.com/corral-sandbox/corral/sandbox"
 )
 
@@ -295,4 +297,37 @@ func Snapshot(t testing.TB, dir string) map[string]string {
 		t.Fatal(err)
 	}
 	return out
+}
+
+// ExecWithoutPolicy runs argv in s with no allowlist check (the test-only
+// seam internal/testhook): for the hostile cases' in_box steps, which
+// test what the kernel enforces where the policy has a hole.
+func ExecWithoutPolicy(ctx context.Context, s *sandbox.Session, argv []string, stdout, stderr io.Writer) (*sandbox.Result, error) {
+	r, err := testhook.ExecWithoutPolicy(ctx, s, argv, stdout, stderr)
+	res, _ := r.(*sandbox.Result)
+	return res, err
+}
+
+// BuildTestImageOn builds the test image (the default tools plus busybox
+// and the probe) into the containerd of e: for a test that starts a
+// containerd of its own.
+func BuildTestImageOn(e *sandbox.Executor) error {
+	if err := BuildCorral(); err != nil {
+		return err
+	}
+	spec := sandbox.DefaultImageSpec()
+	spec.Ref = TestImageRef
+	spec.Files["/usr/bin/corral"] = CorralPath()
+	busybox, err := exec.LookPath("busybox")
+	if err != nil {
+		return err
+	}
+	spec.Files["/usr/bin/busybox"] = busybox
+	spec.Files["/usr/bin/probe"] = ProbePath()
+	client, err := e.Connect(context.Background())
+	if err != nil {
+		return err
+	}
+	_, err = sandbox.BuildImage(e.Context(context.Background()), client, spec)
+	return err
 }

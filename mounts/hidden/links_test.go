@@ -198,37 +198,30 @@ func TestComputeHiddenHardLinks(t *testing.T) {
 	require.Equal(t, []string{"notes.txt"}, got)
 }
 
-// TestWatcherHardLinkCreatedLater: a hard link to a hidden file made
-// after the session started is caught by the watcher and by a rescan.
-func TestWatcherHardLinkCreatedLater(t *testing.T) {
+// TestRescanHardLinkCreatedLater: a hard link to a hidden file made after
+// the session started is caught by a rescan (the repository watch of
+// package sandbox rescans on every creation).
+func TestRescanHardLinkCreatedLater(t *testing.T) {
 	repo := t.TempDir()
 	buildTree(t, repo, tree{".openwikiignore": "secrets/\n", "secrets/key.pem": "KEY", "src/a.go": ""}, "")
 	h, err := Compute(repo, Options{})
 	require.NoError(t, err)
-	w, err := NewWatcher(repo, h)
-	require.NoError(t, err)
-	defer w.Close()
-	require.NoError(t, w.Check())
+	require.NoError(t, Rescan(repo, h))
 	require.NoError(t, os.Link(filepath.Join(repo, "secrets/key.pem"), filepath.Join(repo, "src/notes.txt")))
-	err = w.Check()
-	require.True(t, errdefs.IsFailedPrecondition(err), "%v", err)
-	require.Contains(t, err.Error(), "src/notes.txt appeared after it started (hard link of hidden secrets/key.pem)")
 	err = Rescan(repo, h)
 	require.True(t, errdefs.IsFailedPrecondition(err), "%v", err)
+	require.Contains(t, err.Error(), "src/notes.txt appeared after it started (hard link of hidden secrets/key.pem)")
 }
 
-// TestWatcherEscapingSymlinkCreatedLater: the same for a link that leaves
+// TestRescanEscapingSymlinkCreatedLater: the same for a link that leaves
 // the repository.
-func TestWatcherEscapingSymlinkCreatedLater(t *testing.T) {
+func TestRescanEscapingSymlinkCreatedLater(t *testing.T) {
 	repo := t.TempDir()
 	buildTree(t, repo, tree{"src/a.go": ""}, "")
 	h, err := Compute(repo, Options{})
 	require.NoError(t, err)
-	w, err := NewWatcher(repo, h)
-	require.NoError(t, err)
-	defer w.Close()
 	require.NoError(t, os.Symlink("../..", filepath.Join(repo, "src/up")))
-	err = w.Check()
+	err = Rescan(repo, h)
 	require.True(t, errdefs.IsFailedPrecondition(err), "%v", err)
 	require.Contains(t, err.Error(), "src/up appeared after it started (symlink leaves the repository)")
 }

@@ -3,8 +3,8 @@ package hidden
 import (
 	"errors"
 	"fmt"
+	"path/filepath"
 	"strings"
-	"sync"
 
 	"golang.org/x/sys/unix"
 
@@ -19,7 +19,8 @@ const maxSymlinks = 40
 
 // View is the repository as the container sees it: the repository at
 // root minus a Set. It implements allowlist.View. Like the set, it
-// reads ignore files only once, when the set is computed.
+// reads ignore files only once, when the set is computed. It is
+// immutable once made: safe for concurrent use.
 type View struct {
 	root string
 	h    *Set
@@ -27,35 +28,38 @@ type View struct {
 	// overlays maps a repository-relative directory to the host path of
 	// what the container sees there instead (the session's merged write
 	// area), so that links the agent made there resolve as in the
-	// container. Set once by Overlay after the mounts exist.
-	mu       sync.RWMutex
+	// container.
 	overlays map[string]string
 }
 
 var _ allowlist.View = (*View)(nil)
 
-// NewView returns the view of the repository at root (the one h was
-// computed from) without the paths in h.
-func NewView(root string, h *Set) *View {
-	return &View{root: root, h: h}
+// Overlay is a directory of the view that the container sees elsewhere:
+// Dir (canonical, repository-relative) is read from HostDir instead of
+// the repository. A session's write area is one: the agent can create
+// symlinks there that the repository does not have.
+type Overlay struct {
+	Dir, HostDir string
 }
 
-// Overlay makes Resolve read the directory rel (canonical,
-// repository-relative) from hostDir instead of the repository: the
-// session's merged write area, where the agent can create symlinks that
-// the repository does not have.
-func (v *View) Overlay(rel, hostDir string) {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	if v.overlays == nil {
-		v.overlays = map[string]string{}
+// NewView returns the view of the repository at root (the one h was
+// computed from) without the paths in h, reading each overlay's
+// directory from its host directory. The overlays are fixed here, from
+// the session's layout paths, before anything is mounted: until an
+// overlay's host directory is a mount point, Resolve reads the
+// repository's directory there instead.
+func NewView(root string, h *Set, overlays ...Overlay) *View {
+	v := &View{root: root, h: h}
+	for _, o := range overlays {
+		if v.overlays == nil {
+			v.overlays = map[string]string{}
+		}
+		v.overlays[o.Dir] = o.HostDir
 	}
-	v.overlays[rel] = hostDir
+	return v
 }
 
 func (v *View) overlayFor(rel string) (string, bool) {
-	v.mu.RLock()
-	defer v.mu.RUnlock()
 	d, ok := v.overlays[rel]
 	return d, ok
 }
@@ -190,14 +194,17 @@ func (v *View) Resolve(p string) (string, error) {
 		}
 		dir := dirs[len(dirs)-1]
 		if host, ok := v.overlayFor(cand); ok {
-			// What the container sees here is the write area.
-			d, err := rootfs.OpenRoot(host)
+			// What the container sees here is the write area, once it is
+			// mounted.
+			d, err := openOverlay(host)
 			if err != nil {
 				return "", fmt.Errorf("resolving %s: opening the write area: %w", p, osError(err))
 			}
-			dirs = append(dirs, d)
-			resolved = append(resolved, c)
-			continue
+			if d != nil {
+				dirs = append(dirs, d)
+				resolved = append(resolved, c)
+				continue
+			}
 		}
 		st, err := dir.Lstat(c, rootfs.NoSymlinks)
 		if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) {
@@ -252,6 +259,36 @@ func (v *View) Resolve(p string) (string, error) {
 		return ".", nil
 	}
 	return strings.Join(resolved, "/"), nil
+}
+
+// openOverlay opens an overlay's host directory, or returns nil when it
+// is not mounted yet (absent, or not a mount point: the same device as
+// its parent). Until then the container would see the repository's
+// directory there (a write area starts as a copy of it, hidden paths
+// left out), so Resolve reads the repository instead.
+func openOverlay(host string) (*rootfs.Dir, error) {
+	d, err := rootfs.OpenRoot(host)
+	if errors.Is(err, unix.ENOENT) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	st, err := d.Fstat()
+	if err != nil {
+		d.Close()
+		return nil, err
+	}
+	var parent unix.Stat_t
+	if err := unix.Lstat(filepath.Dir(host), &parent); err != nil {
+		d.Close()
+		return nil, err
+	}
+	if st.Dev == parent.Dev {
+		d.Close()
+		return nil, nil
+	}
+	return d, nil
 }
 
 // hiddenEntry reports whether cand, whose parent is visible, is hidden

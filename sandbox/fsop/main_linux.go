@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+
+	"github.com/corral-sandbox/corral/internal/initctl"
 )
 
 // Usage is the helper's command line, as the host builds it. corral-init
@@ -25,12 +27,24 @@ corral fs edit --old FILE --new FILE --expect-sha256 HEX [--all] -- PATH`
 // JSON Response on stdout. It returns the exit status: 0 when a Response
 // was printed (success or failure of the operation), 2 for a malformed
 // command line. It refuses to run unless it is the container's first
-// process, so that nobody runs it on the host by mistake.
+// process (corral-init's fs mode, PID 1) or the tool corral-init started
+// (a child of PID 1, which is corral-init at initctl.InitPath), so that
+// nobody runs it on the host by mistake.
 func Main(args []string, stdout, stderr io.Writer) int {
-	if os.Getpid() != 1 {
+	if !inContainer() {
 		return respond(stdout, nil, errorf(CodeNotContainer, "corral fs runs only inside a corral container, as its first process"))
 	}
 	return run(".", args, stdout, stderr)
+}
+
+// inContainer reports whether this process is PID 1, or a child of a
+// PID 1 that is corral-init.
+func inContainer() bool {
+	if os.Getpid() == 1 {
+		return true
+	}
+	exe, err := os.Readlink("/proc/1/exe")
+	return os.Getppid() == 1 && err == nil && exe == initctl.InitPath
 }
 
 func run(root string, args []string, stdout, stderr io.Writer) int {

@@ -3,7 +3,8 @@ package sandbox
 import (
 	"bytes"
 	"context"
-	"errors"
+	"crypto/rand"
+	"encoding/binary"
 	"fmt"
 	"io"
 	"os"
@@ -20,6 +21,9 @@ import (
 	"github.com/containerd/containerd/v2/pkg/cio"
 	"github.com/containerd/errdefs"
 	"github.com/corral-sandbox/corral/internal/initctl"
+	"github.com/corral-sandbox/corral/mounts"
+	"github.com/corral-sandbox/corral/profiles"
+	"github.com/corral-sandbox/corral/seccomp"
 )
 
 // Limit names, as reported in Result.LimitsHit.
@@ -117,48 +121,95 @@ type container struct {
 	over      chan struct{}
 	ctlFile   string // the host path of its control file
 	lease     leases.Lease
+	created   time.Time
 }
 
-// planFor returns the plan of the session's container id.
-func (s *Session) planFor(id string) containerPlan {
+// runner is the part of a session that makes, starts, waits for and
+// destroys its containers: one containerPlan per container, from the
+// session's fixed parts. It tracks the containers that are running so a
+// failed session can kill them at once (stop).
+type runner struct {
+	e       *Executor
+	session string
+	limits  profiles.Limits
+	seccomp *seccomp.Profile
+	layout  *mounts.Layout
+
+	mu      sync.Mutex
+	running map[*container]struct{}
+	stopped error // once set, nothing starts and start returns it
+}
+
+func newRunner(e *Executor, id string, p *Policy, sc *seccomp.Profile, l *mounts.Layout) *runner {
+	return &runner{e: e, session: id, limits: p.limits, seccomp: sc, layout: l, running: map[*container]struct{}{}}
+}
+
+// newID names a new container of the session: corral-<session>-<n>,
+// n a random 48-bit decimal. Several processes (and several openers in
+// one process) make containers of one session; their names, and their
+// control files, never meet.
+func (r *runner) newID() (string, error) {
+	var b [8]byte
+	if _, err := rand.Read(b[2:]); err != nil {
+		return "", err
+	}
+	return "corral-" + r.session + "-" + strconv.FormatUint(binary.BigEndian.Uint64(b[:]), 10), nil
+}
+
+// setLayout gives the runner the session's layout, once, before its
+// first container.
+func (r *runner) setLayout(l *mounts.Layout) { r.layout = l }
+
+// planFor returns the plan of the container id.
+func (r *runner) planFor(id, init string) containerPlan {
 	return containerPlan{
-		ID: id, Namespace: s.exec.cfg.Namespace, Limits: s.limits, Seccomp: s.seccomp,
-		Binds: s.layout.Binds(), Ctl: s.layout.Ctl, Init: s.init,
+		ID: id, Namespace: r.e.cfg.Namespace, Limits: r.limits, Seccomp: r.seccomp,
+		Binds: r.layout.Binds(), Ctl: r.layout.Ctl, Init: init,
 	}
 }
 
-// create makes a container for this session from its plan, on the image
-// the session resolved once (a fresh writable snapshot, so runc can make
-// the mount points any image lacks; the spec's root is read-only).
-func (s *Session) create() (_ *container, retErr error) {
-	e := s.exec
-	lim := s.limits
-	ctx := e.Context(context.Background())
-	id := fmt.Sprintf("corral-%s-%d", s.ID, s.seq.Add(1))
-	labels := map[string]string{LabelOwner: "corral", LabelSession: s.ID, LabelStateDir: e.cfg.StateDir, LabelPID: strconv.Itoa(os.Getpid())}
+// create makes a container from its plan, on the image the executor
+// resolved once (a fresh writable snapshot, so runc can make the mount
+// points any image lacks; the spec's root is read-only). It connects to
+// containerd if this is the executor's first need of it.
+func (r *runner) create(ctx context.Context) (_ *container, retErr error) {
+	e := r.e
+	rt, err := e.runtime(ctx)
+	if err != nil {
+		return nil, err
+	}
+	lim := r.limits
+	ctx = e.Context(ctx)
+	id, err := r.newID()
+	if err != nil {
+		return nil, err
+	}
+	now := time.Now()
+	labels := e.ownerLabels(now.Add(maxWarmAge + lim.Timeout + InitGrace))
+	labels[LabelSession] = r.session
 
 	// The lease holds the snapshot until the container is deleted; its
 	// expiry lets containerd's GC reclaim it after a crash.
-	l, err := e.client.LeasesService().Create(ctx, leases.WithRandomID(), leases.WithExpiration(lim.Timeout+30*time.Minute), leases.WithLabels(labels))
+	l, err := rt.client.LeasesService().Create(ctx, leases.WithRandomID(), leases.WithExpiration(maxWarmAge+lim.Timeout+InitGrace+time.Minute), leases.WithLabels(labels))
 	if err != nil {
-		return nil, fmt.Errorf("creating lease: %w", err)
+		return nil, e.wrapContainerd("creating a lease", err)
 	}
 	ctx = leases.WithLease(ctx, l.ID)
-	c := &container{id: id, lease: l, ctlFile: filepath.Join(s.layout.Ctl, id)}
+	c := &container{id: id, lease: l, ctlFile: filepath.Join(r.layout.Ctl, id), created: now}
 	defer func() {
 		if retErr != nil {
-			s.destroy(c)
+			r.destroy(c)
 		}
 	}()
-	cc, err := e.client.NewContainer(ctx, id,
+	cc, err := rt.client.NewContainer(ctx, id,
 		containerd.WithSnapshotter(snapshotter),
-		containerd.WithNewSnapshot(id, s.image),
+		containerd.WithNewSnapshot(id, rt.image),
 		containerd.WithContainerLabels(labels),
 		containerd.WithRuntime(e.cfg.Runtime, e.runtimeOptions()),
-		containerd.WithNewSpec(specOpts(s.planFor(id))...),
+		containerd.WithNewSpec(specOpts(r.planFor(id, rt.init))...),
 	)
 	if err != nil {
-		return nil, fmt.Errorf("creating container %s: %w", id, err)
+		return nil, e.wrapContainerd("creating container "+id, err)
 	}
 	c.c = cc
 
@@ -166,99 +217,90 @@ func (s *Session) create() (_ *container, retErr error) {
 	once := &sync.Once{}
 	c.out = &cappedWriter{limit: lim.OutputBytes, over: c.over, once: once}
 	c.errw = &cappedWriter{limit: lim.OutputBytes, over: c.over, once: once}
-	fifoDir := filepath.Join(e.cfg.StateDir, "fifo")
-	if err := os.MkdirAll(fifoDir, 0o700); err != nil {
+	if err := os.MkdirAll(e.fifoDir(), 0o700); err != nil {
 		return nil, err
 	}
-	task, err := cc.NewTask(ctx, cio.NewCreator(cio.WithStreams(nil, c.out, c.errw), cio.WithFIFODir(fifoDir)))
+	task, err := cc.NewTask(ctx, cio.NewCreator(cio.WithStreams(nil, c.out, c.errw), cio.WithFIFODir(e.fifoDir())))
 	if err != nil {
-		return nil, fmt.Errorf("creating task %s: %w", id, err)
+		return nil, e.wrapContainerd("creating task "+id, err)
 	}
 	c.task = task
 	// Wait before Start, so the exit can never be missed.
 	if c.statusC, err = task.Wait(ctx); err != nil {
-		return nil, fmt.Errorf("waiting on task %s: %w", id, err)
+		return nil, e.wrapContainerd("waiting on task "+id, err)
 	}
 	return c, nil
 }
 
 // destroy kills and deletes the container, its snapshot, its control file
-// and its lease, tolerating what is already gone.
-func (s *Session) destroy(c *container) {
-	ctx := leases.WithLease(s.exec.Context(context.Background()), c.lease.ID)
+// and its lease, tolerating what is already gone. What containerd cannot
+// delete now (it is down) the next corral start sweeps.
+func (r *runner) destroy(c *container) {
+	e := r.e
+	ctx, cancel := context.WithTimeout(e.Context(context.Background()), 30*time.Second)
+	defer cancel()
+	lctx := leases.WithLease(ctx, c.lease.ID)
 	if c.task != nil {
 		// A created but never started task cannot be deleted directly.
-		_, _ = c.task.Delete(ctx, containerd.WithProcessKill)
+		_, _ = c.task.Delete(lctx, containerd.WithProcessKill)
 	}
 	if c.c != nil {
-		if err := c.c.Delete(ctx, containerd.WithSnapshotCleanup); err != nil && !errdefs.IsNotFound(err) {
-			fmt.Fprintf(s.exec.cfg.Log, "corral: deleting container %s: %v\n", c.id, err)
+		if err := c.c.Delete(lctx, containerd.WithSnapshotCleanup); err != nil && !errdefs.IsNotFound(err) {
+			fmt.Fprintf(e.cfg.Log, "corral: deleting container %s: %v\n", c.id, oneLine(err))
 		}
 	}
 	_ = os.Remove(c.ctlFile)
-	_ = s.exec.client.LeasesService().Delete(s.exec.Context(context.Background()), c.lease)
+	if e.client != nil {
+		_ = e.client.LeasesService().Delete(ctx, c.lease)
+	}
 }
 
-// run runs req in a fresh container: the one created ahead when there is
-// one, else one made now. The used container is deleted, and the next one
-// created, after the result is returned (Close waits for that).
-func (s *Session) run(ctx context.Context, req initctl.Request, stdout, stderr io.Writer) (*Result, error) {
-	c := s.takeReady()
-	if c == nil {
-		var err error
-		if c, err = s.create(); err != nil {
-			return nil, err
-		}
+// stop makes every later start fail with err and kills the containers
+// running now (their calls return err, not their output).
+func (r *runner) stop(err error) {
+	r.mu.Lock()
+	if r.stopped == nil {
+		r.stopped = err
 	}
-	res, err := s.start(ctx, c, req, stdout, stderr)
-	s.bg.Add(1)
-	go func() {
-		defer s.bg.Done()
-		s.destroy(c)
-		s.refill()
-	}()
-	return res, err
+	var kill []*container
+	for c := range r.running {
+		kill = append(kill, c)
+	}
+	r.mu.Unlock()
+	ctx, cancel := context.WithTimeout(r.e.Context(context.Background()), 10*time.Second)
+	defer cancel()
+	for _, c := range kill {
+		_ = c.task.Kill(ctx, syscall.SIGKILL, containerd.WithKillAll)
+	}
 }
 
-// takeReady returns the container created ahead, if any.
-func (s *Session) takeReady() *container {
-	s.readyMu.Lock()
-	defer s.readyMu.Unlock()
-	c := s.ready
-	s.ready = nil
-	return c
+// track adds c to the running containers, unless the runner stopped.
+func (r *runner) track(c *container) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.stopped != nil {
+		return r.stopped
+	}
+	r.running[c] = struct{}{}
+	return nil
 }
 
-// refill creates the next container ahead of the call, unless the
-// executor is Cold or one is waiting. Failures are not fatal: the next
-// call creates one on its own path and reports the error then.
-func (s *Session) refill() {
-	if s.exec.cfg.Cold {
-		return
-	}
-	s.readyMu.Lock()
-	if s.ready != nil || s.closing {
-		s.readyMu.Unlock()
-		return
-	}
-	s.readyMu.Unlock()
-	c, err := s.create()
-	if err != nil {
-		return
-	}
-	s.readyMu.Lock()
-	defer s.readyMu.Unlock()
-	if s.ready != nil || s.closing {
-		s.destroy(c) // still inside the tracked background goroutine
-		return
-	}
-	s.ready = c
+// untrack removes c and returns the error the runner stopped with, if
+// it stopped while c ran.
+func (r *runner) untrack(c *container) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.running, c)
+	return r.stopped
 }
 
 // start writes req to the container's control file, starts it and waits
-// for the exit, the timeout, the output cap or ctx.
-func (s *Session) start(ctx context.Context, c *container, req initctl.Request, stdout, stderr io.Writer) (*Result, error) {
-	lim := s.limits
+// for the exit, the timeout, the output cap or ctx. When the runner is
+// stopped while the container runs, the container is killed and the
+// runner's error returned without the output.
+func (r *runner) start(ctx context.Context, c *container, req initctl.Request, stdout, stderr io.Writer) (*Result, error) {
+	lim := r.limits
+	req.DeadlineMS = (lim.Timeout + InitGrace).Milliseconds()
 	data, err := initctl.Encode(req)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", errdefs.ErrInvalidArgument, err)
@@ -266,15 +308,28 @@ func (s *Session) start(ctx context.Context, c *container, req initctl.Request, 
 	if err := os.WriteFile(c.ctlFile, data, 0o644); err != nil {
 		return nil, fmt.Errorf("writing the control file: %w", err)
 	}
-	argv := req.Argv
+	if err := r.track(c); err != nil {
+		return nil, err
+	}
+	res, err := r.wait(ctx, c, req.Argv, stdout, stderr)
+	if stopped := r.untrack(c); stopped != nil {
+		return nil, stopped
+	}
+	return res, err
+}
+
+func (r *runner) wait(ctx context.Context, c *container, argv []string, stdout, stderr io.Writer) (*Result, error) {
+	lim := r.limits
 	c.out.setTarget(stdout)
 	c.errw.setTarget(stderr)
-	cctx := leases.WithLease(s.exec.Context(context.Background()), c.lease.ID)
+	defer c.out.setTarget(nil)
+	defer c.errw.setTarget(nil)
+	cctx := leases.WithLease(r.e.Context(context.Background()), c.lease.ID)
 
 	res := &Result{Argv: argv}
 	start := time.Now()
 	if err := c.task.Start(cctx); err != nil {
-		return nil, fmt.Errorf("starting task %s: %w", c.id, err)
+		return nil, r.e.wrapContainerd("starting task "+c.id, err)
 	}
 	timer := time.NewTimer(lim.Timeout)
 	defer timer.Stop()
@@ -282,7 +337,8 @@ func (s *Session) start(ctx context.Context, c *container, req initctl.Request, 
 		if limit != "" {
 			res.LimitsHit = append(res.LimitsHit, limit)
 		}
-		// The tool is PID 1 and ignores SIGTERM: kill outright.
+		// SIGKILL to every process: no process in the container can
+		// catch it, corral-init included.
 		_ = c.task.Kill(cctx, syscall.SIGKILL, containerd.WithKillAll)
 		return <-c.statusC
 	}
@@ -299,19 +355,23 @@ func (s *Session) start(ctx context.Context, c *container, req initctl.Request, 
 	res.Duration = time.Since(start)
 	code, _, err := status.Result()
 	if err != nil {
-		return nil, fmt.Errorf("task %s exit status: %w", c.id, err)
+		return nil, r.e.wrapContainerd("waiting for task "+c.id, err)
 	}
 	res.ExitCode = int(code)
+	if res.ExitCode == 128+int(syscall.SIGKILL) && res.Duration >= lim.Timeout && !slices.Contains(res.LimitsHit, LimitTimeout) {
+		// corral-init's own deadline came first (a busy supervisor).
+		res.LimitsHit = append(res.LimitsHit, LimitTimeout)
+	}
 	// The cgroup exists until the task is deleted.
-	if cgroupCounter(s.exec.cfg.Namespace, c.id, "memory", "memory.oom_control", "memory.events", "oom_kill") > 0 {
+	if cgroupCounter(r.e.cfg.Namespace, c.id, "memory", "memory.oom_control", "memory.events", "oom_kill") > 0 {
 		res.LimitsHit = append(res.LimitsHit, LimitMemory)
 	}
-	if cgroupCounter(s.exec.cfg.Namespace, c.id, "pids", "pids.events", "pids.events", "max") > 0 {
+	if cgroupCounter(r.e.cfg.Namespace, c.id, "pids", "pids.events", "pids.events", "max") > 0 {
 		res.LimitsHit = append(res.LimitsHit, LimitPids)
 	}
 	// The exit can arrive before the output copy has finished.
 	c.task.IO().Wait()
-	if s.layout.AreaFull() {
+	if r.layout.AreaFull() {
 		res.LimitsHit = append(res.LimitsHit, LimitWriteArea)
 	}
 	res.Stdout, res.StdoutTruncated = c.out.bytes()
@@ -321,10 +381,8 @@ func (s *Session) start(ctx context.Context, c *container, req initctl.Request, 
 	if (res.StdoutTruncated || res.StderrTruncated) && !slices.Contains(res.LimitsHit, LimitOutput) {
 		res.LimitsHit = append(res.LimitsHit, LimitOutput)
 	}
-	c.out.setTarget(nil)
-	c.errw.setTarget(nil)
 	if ctx.Err() != nil {
-		return res, fmt.Errorf("invocation %s: %w", c.id, ctx.Err())
+		return res, fmt.Errorf("invocation %s: %w", c.id, context.Cause(ctx))
 	}
 	return res, nil
 }
@@ -354,4 +412,8 @@ func cgroupCounter(ns, id, controller, v1File, v2File, key string) int64 {
 	return 0
 }
 
-var errClosed = errors.New("session is closed")
+// InitGrace is how long after the profile's timeout corral-init kills
+// every process of the container itself (initctl.Request.DeadlineMS): the
+// supervisor's kill at the timeout normally comes first and reports it;
+// corral-init's holds when the supervisor is gone.
+const InitGrace = 2 * time.Second

@@ -1,0 +1,45 @@
+package sandbox
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/containerd/errdefs"
+	"github.com/containerd/errdefs/pkg/errgrpc"
+)
+
+// ErrContainerdGone is wrapped (with errdefs.ErrUnavailable) by the error
+// of a call during which containerd stopped answering.
+var ErrContainerdGone = errors.New("containerd stopped answering")
+
+// wrapContainerd returns err with context: when containerd stopped
+// answering (the gRPC connection broke: codes.Unavailable), one line
+// saying what happened and what to do, wrapping ErrContainerdGone and
+// errdefs.ErrUnavailable; else "what: err".
+func (e *Executor) wrapContainerd(what string, err error) error {
+	if err == nil {
+		return nil
+	}
+	if errdefs.IsUnavailable(errgrpc.ToNative(err)) || errdefs.IsUnavailable(err) {
+		return &goneError{address: e.cfg.Address, what: what}
+	}
+	return fmt.Errorf("%s: %w", what, err)
+}
+
+// goneError is ErrContainerdGone's error: one line, no gRPC text.
+type goneError struct{ address, what string }
+
+func (g *goneError) Error() string {
+	return fmt.Sprintf("containerd at %s stopped answering while %s; the container is reaped at the next corral start: start containerd again, then repeat the call", g.address, g.what)
+}
+
+func (g *goneError) Unwrap() []error { return []error{ErrContainerdGone, errdefs.ErrUnavailable} }
+
+// oneLine folds err's message onto one line.
+func oneLine(err error) string {
+	if err == nil {
+		return ""
+	}
+	return strings.Join(strings.Fields(err.Error()), " ")
+}
