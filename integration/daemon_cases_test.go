@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	containerd "github.com/containerd/containerd/v2/client"
 	"github.com/containerd/errdefs"
 	"github.com/corral-sandbox/corral/allowlist"
 	"github.com/corral-sandbox/corral/internal/testutil"
@@ -162,7 +163,8 @@ func (d *daemonCases) session(key string, quiet bool) string {
 }
 
 // requireNothingStarted: no task of session id ever started. (A daemon
-// creates containers ahead, so a container alone is no start.)
+// creates containers and their tasks ahead of calls, so a created task
+// is no start.)
 func (d *daemonCases) requireNothingStarted(t *testing.T, id string) {
 	t.Helper()
 	require.Zero(t, d.h.w.count(id, "start"), "a task was started for session %s", id)
@@ -170,8 +172,17 @@ func (d *daemonCases) requireNothingStarted(t *testing.T, id string) {
 	cs, err := d.h.e.Client().Containers(ctx, fmt.Sprintf("labels.%q==%s", sandbox.LabelSession, id))
 	require.NoError(t, err)
 	for _, c := range cs {
-		_, err := c.Task(ctx, nil)
-		require.True(t, errdefs.IsNotFound(err), "session %s has a task in container %s", id, c.ID())
+		task, err := c.Task(ctx, nil)
+		if errdefs.IsNotFound(err) {
+			continue
+		}
+		require.NoError(t, err)
+		st, err := task.Status(ctx)
+		if errdefs.IsNotFound(err) {
+			continue // deleted meanwhile
+		}
+		require.NoError(t, err)
+		require.Equal(t, containerd.Created, st.Status, "session %s has a task that started, in container %s", id, c.ID())
 	}
 }
 

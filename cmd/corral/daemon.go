@@ -15,9 +15,9 @@ import (
 
 func newDaemonCommand(g *globalFlags) *cobra.Command {
 	cfg := daemon.Config{}
-	var poolDepth int
+	var maxWarm int
 	cmd := &cobra.Command{
-		Use:   "daemon [--socket PATH] [--admin-group NAME] [--max-running N] [--queue-wait DUR] [--pool-depth N]",
+		Use:   "daemon [--socket PATH] [--admin-group NAME] [--max-running N] [--queue-wait DUR] [--max-warm N]",
 		Short: "Own every session of the state directory and serve the API on a unix socket",
 		Long: `Runs corral's long-lived owner: one process per state directory (a second
 one on the same directory refuses to start), serving the HTTP/JSON API
@@ -42,8 +42,8 @@ docs/daemon.md.`,
 				return usageError(fmt.Errorf("--max-running %d: want at least 1", cfg.MaxRunning))
 			case cfg.QueueWait < 0:
 				return usageError(fmt.Errorf("--queue-wait %s: want 0 or more", cfg.QueueWait))
-			case poolDepth < 0 || poolDepth > 1:
-				return usageError(fmt.Errorf("--pool-depth %d: this build keeps 0 or 1 container created ahead per session", poolDepth))
+			case maxWarm < 0:
+				return usageError(fmt.Errorf("--max-warm %d: want 0 or more", maxWarm))
 			case cfg.IdleTTL <= 0:
 				return usageError(fmt.Errorf("--idle-ttl %s: want a duration above 0", cfg.IdleTTL))
 			}
@@ -54,7 +54,7 @@ docs/daemon.md.`,
 			cfg.StateDir, cfg.Version, cfg.Log = g.stateDir, sandbox.Version(), log
 			sc := g.config(log)
 			sc.Log = g.progress(log, defaultDaemonLevel) // a long-lived process says what it does
-			sc.Cold = poolDepth == 0
+			sc.Cold, sc.MaxWarm = maxWarm == 0, maxWarm
 			err := daemon.Run(cmd.Context(), cfg, func(ctx context.Context) (daemon.Backend, error) {
 				return daemon.NewBackend(ctx, sc)
 			})
@@ -73,7 +73,7 @@ docs/daemon.md.`,
 	f.StringVar(&cfg.AdminGroup, "admin-group", "", "group whose members see and touch every session, as root does")
 	f.IntVar(&cfg.MaxRunning, "max-running", max(4, 2*runtime.NumCPU()), "calls running a container at once, host-wide")
 	f.DurationVar(&cfg.QueueWait, "queue-wait", 30*time.Second, "how long a call over --max-running waits for a slot before 429 busy")
-	f.IntVar(&poolDepth, "pool-depth", 1, "containers created ahead per session (0: create each on its call)")
+	f.IntVar(&maxWarm, "max-warm", sandbox.DefaultMaxWarm, "containers created ahead of calls, host-wide; each session keeps its profile's pool_depth (default 2) under it; 0 creates each on its call")
 	f.DurationVar(&cfg.Grace, "grace", 30*time.Second, "on SIGTERM, how long calls in flight may finish before they are canceled")
 	f.DurationVar(&cfg.IdleTTL, "idle-ttl", 24*time.Hour, "default idle time after which a session is pruned (its change set kept as a patch)")
 	return cmd

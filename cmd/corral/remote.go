@@ -295,6 +295,11 @@ func (r *remoteSession) CallChanges(ctx context.Context) (*changeset.Set, []chan
 	return setOf(last.Changes, last.Violations), problemsOf(last.NewViolations), nil
 }
 
+// endedOf is a daemon's removal as a standalone session's end reports it.
+func endedOf(r *api.Removed) sandbox.Ended {
+	return sandbox.Ended{ID: r.Removed, Repo: r.Repo, Patch: r.Patch, Changes: r.Changes, Violations: problemsOf(r.Violations), Lost: r.Lost}
+}
+
 // reportOf is an API report as package review gives it.
 func reportOf(r *api.Report) *review.Report {
 	if r == nil {

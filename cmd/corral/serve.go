@@ -133,6 +133,17 @@ func serveRemote(cmd *cobra.Command, c *client.Client, cf *capFlags, sessionID s
 		if s, err = c.CreateSession(ctx, req); err != nil {
 			return refusalOr(err)
 		}
+		// A session the server made ends with it, its change set kept
+		// as a patch, as standalone.
+		id, stderr := s.ID, cmd.ErrOrStderr()
+		defer func() {
+			rm, err := c.RemoveSession(context.WithoutCancel(ctx), id)
+			if err != nil {
+				fmt.Fprintf(stderr, "corral: ending session %s: %v\n", id, err)
+				return
+			}
+			fmt.Fprintf(stderr, "corral: %s\n", describeEnded(endedOf(rm)))
+		}()
 	}
 	prof, err := remoteProfile(ctx, c, s.ID)
 	if err != nil {

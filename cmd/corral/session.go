@@ -149,6 +149,34 @@ type pruneOutput struct {
 	ExitCode int             `json:"exit_code"`
 }
 
+// pruneSessions removes the expired sessions: the daemon's the caller may
+// see (each past its idle TTL), or the state directory's no process
+// holds.
+func pruneSessions(cmd *cobra.Command, g *globalFlags) ([]sandbox.Ended, error) {
+	c, err := g.daemonClient(cmd)
+	if err != nil {
+		return nil, err
+	}
+	if c != nil {
+		defer c.Close()
+		p, err := c.Prune(cmd.Context(), "")
+		if err != nil {
+			return nil, err
+		}
+		out := make([]sandbox.Ended, 0, len(p.Pruned))
+		for i := range p.Pruned {
+			out = append(out, endedOf(&p.Pruned[i]))
+		}
+		return out, nil
+	}
+	exec, err := sandbox.New(cmd.Context(), g.config(io.Discard))
+	if err != nil {
+		return nil, &exitError{code: exitFailed, err: err}
+	}
+	defer exec.Close()
+	return exec.Prune(cmd.Context())
+}
+
 func newSessionPruneCommand(g *globalFlags) *cobra.Command {
 	var asJSON bool
 	cmd := &cobra.Command{
@@ -161,12 +189,7 @@ changes the set was rejected for are listed, not kept) and listed. Needs no
 containerd. Every corral start also prunes.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			exec, err := sandbox.New(cmd.Context(), g.config(io.Discard))
-			if err != nil {
-				return &exitError{code: exitFailed, err: err}
-			}
-			defer exec.Close()
-			pruned, err := exec.Prune(cmd.Context())
+			pruned, err := pruneSessions(cmd, g)
 			out := pruneOutput{Pruned: pruned}
 			if err != nil {
 				out.Error, out.ExitCode = jsonErrorOf(exitFailed, err), exitFailed

@@ -67,7 +67,20 @@ func (b *sandboxBackend) session(ctx context.Context, id string) (*sandbox.Sessi
 		return nil, err
 	}
 	b.open[id] = s
+	b.warm(s)
 	return s, nil
+}
+
+// warm starts filling s's pool of containers created ahead (its
+// profile's pool_depth, under the executor's --max-warm), so that its
+// calls, the first included, take a ready container.
+func (b *sandboxBackend) warm(s *sandbox.Session) {
+	if b.exec.Config().Cold {
+		return
+	}
+	if err := s.Warm(); err != nil {
+		fmt.Fprintf(b.log, "corral daemon: session %s: creating containers ahead: %v\n", s.ID, err)
+	}
 }
 
 func (b *sandboxBackend) Containerd(ctx context.Context) api.ContainerdState {
@@ -143,33 +156,32 @@ func (b *sandboxBackend) Create(ctx context.Context, c CreateConfig) (_ api.Sess
 	b.mu.Lock()
 	b.open[s.ID] = s
 	b.mu.Unlock()
+	b.warm(s)
 	return sessionOf(*s.Record(), true, ""), nil
 }
 
 func (b *sandboxBackend) Remove(ctx context.Context, id string, discard bool) (api.Removed, error) {
 	out := api.Removed{Removed: id}
-	s, err := b.session(ctx, id)
-	switch {
-	case err == nil && discard:
+	b.mu.Lock()
+	s, open := b.open[id]
+	b.mu.Unlock()
+	if open {
+		// The session is ended by the executor, which needs nobody to
+		// hold it open.
 		b.forget(id, s)
-	case err == nil:
-		cs, cerr := s.ChangesContext(ctx)
-		if cerr == nil && len(cs.Changes)+len(cs.Violations) > 0 {
-			out.Patch, out.PatchError, err = b.keepPatch(id, cs)
-			if err != nil {
-				return out, fmt.Errorf("keeping the change set of session %s (nothing removed): %w", id, err)
-			}
-		}
-		b.forget(id, s)
-	case errdefs.IsNotFound(err):
-		return out, err
-	default:
-		// A session that cannot be opened (its write area is gone) can
-		// only be removed.
-		fmt.Fprintf(b.log, "corral daemon: session %s removed without its change set: %v\n", id, err)
 	}
-	if err := b.exec.RemoveSession(ctx, id); err != nil {
+	if discard {
+		return out, b.exec.RemoveSession(ctx, id)
+	}
+	// The change set is kept as STATE_DIR/patches/ID.patch (rejected
+	// changes listed, not kept), as a standalone session's end keeps it.
+	ended, err := b.exec.EndSession(ctx, id)
+	if err != nil {
 		return out, err
+	}
+	out.Patch, out.Repo, out.Changes, out.Violations, out.Lost = ended.Patch, ended.Repo, ended.Changes, problems(ended.Violations), ended.Lost
+	if len(ended.Violations) > 0 {
+		out.PatchError = (&changeset.Set{Violations: ended.Violations}).Err().Error()
 	}
 	return out, nil
 }
@@ -192,30 +204,6 @@ func (b *sandboxBackend) Profile(ctx context.Context, id string) ([]byte, error)
 		return nil, err
 	}
 	return yaml.Marshal(s.Profile)
-}
-
-// keepPatch writes cs's changes as STATE_DIR/patches/<id>.patch; a
-// rejected set keeps its valid changes and says why in patchErr.
-func (b *sandboxBackend) keepPatch(id string, cs *changeset.Set) (file, patchErr string, err error) {
-	if rej := cs.Err(); rej != nil {
-		patchErr = rej.Error()
-	}
-	if len(cs.Changes) == 0 {
-		return "", patchErr, nil
-	}
-	patch, err := changeset.Patch(&changeset.Set{Changes: cs.Changes})
-	if err != nil {
-		return "", "", err
-	}
-	dir := filepath.Join(b.stateDir(), "patches")
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return "", "", err
-	}
-	file = filepath.Join(dir, id+".patch")
-	if err := os.WriteFile(file, patch, 0o600); err != nil {
-		return "", "", err
-	}
-	return file, patchErr, nil
 }
 
 func (b *sandboxBackend) Check(ctx context.Context, id string, argv []string) (api.Decision, error) {
@@ -522,6 +510,19 @@ func (b *sandboxBackend) Recover(ctx context.Context) error {
 			len(rep.Containers), len(rep.Leases), len(rep.Mounts), len(rep.Sessions))
 	}
 	return errors.Join(err, gerr)
+}
+
+func (b *sandboxBackend) Sweep(ctx context.Context) ([]string, error) {
+	var out []string
+	pruned, err := b.exec.Prune(ctx)
+	for _, p := range pruned {
+		out = append(out, fmt.Sprintf("session %s expired and was removed (patch: %s)", p.ID, orNone(p.Patch)))
+	}
+	rep, serr := b.exec.SweepContainers(ctx)
+	if rep != nil && len(rep.Containers)+len(rep.Leases) > 0 {
+		out = append(out, fmt.Sprintf("removed %d containers and %d leases whose owner died or passed its deadline", len(rep.Containers), len(rep.Leases)))
+	}
+	return out, errors.Join(err, serr)
 }
 
 // Adopt opens every persistent session: mounts re-attached, ready for

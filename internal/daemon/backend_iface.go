@@ -59,6 +59,10 @@ type Backend interface {
 	// Recover sweeps what a crash left: interrupted applies, containers,
 	// leases and mounts of dead owners.
 	Recover(ctx context.Context) error
+	// Sweep is the periodic sweep: sessions no process holds that are past
+	// their idle TTL (their change sets kept as patches), and containers
+	// whose owner died or passed its deadline. It says what it removed.
+	Sweep(ctx context.Context) ([]string, error)
 	// Adopt opens every persistent session of the state directory: host
 	// mounts re-attached, ready to serve.
 	Adopt(ctx context.Context) error

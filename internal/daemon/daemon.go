@@ -277,7 +277,8 @@ func Run(ctx context.Context, cfg Config, newBackend func(context.Context) (Back
 	return nil
 }
 
-// pruneLoop removes sessions past their idle TTL, once a minute.
+// pruneLoop removes sessions past their idle TTL, once a minute, then
+// sweeps what no live owner holds (Backend.Sweep).
 func pruneLoop(ctx context.Context, srv *Server, log io.Writer) {
 	t := time.NewTicker(time.Minute)
 	defer t.Stop()
@@ -293,6 +294,13 @@ func pruneLoop(ctx context.Context, srv *Server, log io.Writer) {
 		}
 		if err != nil {
 			fmt.Fprintf(log, "corral daemon: pruning: %v\n", err)
+		}
+		swept, err := srv.b.Sweep(ctx)
+		for _, l := range swept {
+			fmt.Fprintf(log, "corral daemon: %s\n", l)
+		}
+		if err != nil {
+			fmt.Fprintf(log, "corral daemon: sweeping: %v\n", err)
 		}
 	}
 }

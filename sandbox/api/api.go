@@ -146,7 +146,15 @@ type Session struct {
 // the set was empty or rejected, or with ?discard=true; see PatchError).
 type Removed struct {
 	Removed string `json:"removed"`
-	Patch   string `json:"patch,omitempty"`
+	// Repo is the session's repository.
+	Repo  string `json:"repo,omitempty"`
+	Patch string `json:"patch,omitempty"`
+	// Changes counts the changes kept in Patch; Violations are the
+	// changes the set was rejected for (listed, not kept); Lost says why
+	// nothing could be kept (the write area was gone).
+	Changes    int       `json:"changes,omitempty"`
+	Violations []Problem `json:"violations,omitempty"`
+	Lost       string    `json:"lost,omitempty"`
 	// PatchError says why a non-empty change set could not be kept as a
 	// patch (it was rejected); its violations are listed.
 	PatchError string `json:"patch_error,omitempty"`
