@@ -324,5 +324,5 @@ func (f *fakeBackend) Apply(_ context.Context, id string, r api.Apply, canWrite 
 func (f *fakeBackend) Recover(context.Context) error { return nil }
 
 func (f *fakeBackend) Sweep(context.Context) ([]string, error) { return nil, nil }
-func (f *fakeBackend) Adopt(context.Context) error   { return nil }
-func (f *fakeBackend) Close() error                  { return nil }
+func (f *fakeBackend) Adopt(context.Context) error             { return nil }
+func (f *fakeBackend) Close() error                            { return nil }
