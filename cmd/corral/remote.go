@@ -108,8 +108,12 @@ func createRequest(cfg sandbox.SessionConfig, source string) (api.CreateSession,
 
 // recordOf is a daemon's session as a standalone session records it.
 func recordOf(s *api.Session) sandbox.SessionRecord {
-	return sandbox.SessionRecord{ID: s.ID, Repo: s.Repo, Profile: s.Profile, ProfileName: s.ProfileName, WriteDir: s.WriteDir,
+	rec := sandbox.SessionRecord{ID: s.ID, Repo: s.Repo, Profile: s.Profile, ProfileName: s.ProfileName, WriteDir: s.WriteDir,
 		Page: s.Page, AgentID: s.AgentID, ReadOnly: s.ReadOnly, Scope: s.Scope, Created: s.Created, Version: s.Version}
+	if s.IdleTTLNS > 0 {
+		rec.IdleTTL = time.Duration(s.IdleTTLNS).String()
+	}
+	return rec
 }
 
 // remoteProfile is the profile a daemon's session recorded.

@@ -6,11 +6,13 @@
 //
 //   - every error is an *Error whose Error() is the daemon's message, the
 //     CLI's line for the same failure;
-//   - errors.Is finds its errdefs category (errdefs.ErrNotFound, …);
 //   - errors.As finds the policy's *allowlist.Refusal, review's
 //     *RefusedError and *ConflictError, review.ErrNoApproval, a change
 //     set's *changeset.RejectedError, or a file tool's *FileError, with the
-//     same fields as in-process.
+//     same fields as in-process, and errors.Is answers as it does for
+//     that error in-process;
+//   - any other error's errors.Is finds the errdefs category of its kind
+//     (errdefs.ErrNotFound, …).
 //
 // A method's answer is nil when it returns an error. A Client is safe
 // for concurrent use. The caller must call Close.

@@ -32,13 +32,14 @@ type Error struct {
 
 func (e *Error) Error() string { return e.API.Message }
 
-// Unwrap returns the errdefs category and the typed error.
-func (e *Error) Unwrap() []error {
-	out := []error{category(e.API.Kind)}
+// Unwrap returns the typed error when the answer named one, so that
+// errors.Is and errors.As answer as for the error in-process (and a
+// message prints the same); otherwise the errdefs category of the kind.
+func (e *Error) Unwrap() error {
 	if e.typed != nil {
-		out = append(out, e.typed)
+		return e.typed
 	}
-	return out
+	return category(e.API.Kind)
 }
 
 // FileError is a file tool that ran and failed inside the container
