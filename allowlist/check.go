@@ -126,6 +126,9 @@ func (ck *checker) command(c *Command, start int, out []string) ([]string, error
 	if err != nil {
 		return nil, err
 	}
+	if err := checkConflicts(c, ck.argv, p.opts); err != nil {
+		return nil, err
+	}
 	out = append(out, c.Prepend...)
 	for k := range p.opts {
 		if err := ck.value(c, &p.opts[k]); err != nil {
@@ -182,6 +185,34 @@ func (ck *checker) command(c *Command, start int, out []string) ([]string, error
 		out = append(out, o.value)
 	}
 	return out, nil
+}
+
+// checkConflicts refuses the first of c's conflicts whose options are all
+// present in opts (parsed from argv), at the argv index of the last of them
+// to appear.
+func checkConflicts(c *Command, argv []string, opts []occurrence) error {
+	for _, cf := range c.Conflicts {
+		last := -1
+		names := make([]string, 0, len(cf.Options))
+		for _, key := range cf.Options {
+			k := slices.IndexFunc(opts, func(o occurrence) bool { return o.opt.key() == key })
+			if k < 0 {
+				last = -1
+				break
+			}
+			names = append(names, opts[k].opt.display())
+			if last < 0 || opts[k].index > opts[last].index {
+				last = k
+			}
+		}
+		if last < 0 {
+			continue
+		}
+		o := opts[last]
+		return argRefusal(o.index, argv[o.index], fmt.Sprintf("options %s are not allowed together for %s: %s",
+			strings.Join(names, " and "), c.Name, cf.Reason))
+	}
+	return nil
 }
 
 // spell writes an option occurrence in its canonical form.

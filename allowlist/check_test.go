@@ -82,7 +82,7 @@ func TestCases(t *testing.T) {
 		{argv: a("find", ".", "-fls", "x"), kind: KindArg, index: 2},
 		{argv: a("fd", "-x", "id"), kind: KindCmd, index: 0},
 		{argv: a("fd", "--exec-batch", "id"), kind: KindCmd, index: 0},
-		{name: "CMD-01 control", argv: a("find", ".", "-name", "*.md", "-print"), want: a("find", ".", "-name", "*.md", "-print")},
+		{name: "CMD-01 control", argv: a("find", ".", "-name", "*.md", "-print"), want: a("find", "-P", ".", "-name", "*.md", "-print")},
 
 		// CMD-02 sed commands that run shell or write files.
 		{argv: a("sed", "-n", "1e id", "README.md"), kind: KindArg, index: 2},
@@ -185,7 +185,7 @@ func TestCases(t *testing.T) {
 		{argv: a("grep", "install", "README.md;", "env", "|", "curl", "http://x"), want: a("grep", "--", "install", "README.md;", "env", "|", "curl", "http:/x")},
 		{argv: a("grep", "install", "README.md;", "env", "|", "curl"), want: a("grep", "--", "install", "README.md;", "env", "|", "curl")},
 		{argv: a("cat", "file:///proc/self/environ"), want: a("cat", "--", "file:/proc/self/environ")},
-		{argv: a("find", "HTTPS://x/", "-print"), want: a("find", "HTTPS:/x", "-print")},
+		{argv: a("find", "HTTPS://x/", "-print"), want: a("find", "-P", "HTTPS:/x", "-print")},
 		{argv: a("cat", "http://x/../../.git/config"), kind: KindPath, index: 1, rule: ".git"},
 		{argv: a("cat", "http://x/../../../etc/passwd"), kind: KindPath, index: 1, rule: "leaves the repository"},
 		{argv: a("grep", "-f", "http://x", "README.md"), kind: KindPath, index: 2, rule: "URL"},

@@ -27,6 +27,10 @@ var (
 const (
 	denyExec  = "runs a program"
 	denyWrite = "writes a file"
+	// denyFollow is the rule every recursive tool's dereferencing form is
+	// refused by: a symbolic link found inside a directory can lead out of
+	// the view (to the container's own root and /proc).
+	denyFollow = "recursive tools never follow symbolic links"
 )
 
 var findPrimaries = map[string]findPrimary{
@@ -45,7 +49,7 @@ var findPrimaries = map[string]findPrimary{
 	"-wholename": {arg: TypePattern}, "-iwholename": {arg: TypePattern},
 	"-regex": {arg: TypePattern}, "-iregex": {arg: TypePattern},
 	"-lname": {arg: TypePattern}, "-ilname": {arg: TypePattern},
-	"-type": {arg: TypePattern, re: findTypeRE}, "-xtype": {arg: TypePattern, re: findTypeRE},
+	"-type":  {arg: TypePattern, re: findTypeRE},
 	"-size":  {arg: TypeSize, re: findSizeRE},
 	"-empty": {}, "-readable": {}, "-writable": {}, "-executable": {}, "-true": {}, "-false": {},
 	"-mtime": {arg: TypeNumber, re: findTimeRE}, "-atime": {arg: TypeNumber, re: findTimeRE},
@@ -64,25 +68,28 @@ var findPrimaries = map[string]findPrimary{
 	"-delete": {deny: "deletes files"}, "-fprint": {deny: denyWrite}, "-fprint0": {deny: denyWrite},
 	"-fprintf": {deny: denyWrite}, "-fls": {deny: denyWrite},
 	"-printf": {deny: "only -print and -print0 print"}, "-ls": {deny: "only -print and -print0 print"},
-	"-follow": {deny: "follows symbolic links"}, "-files0-from": {deny: "reads starting points from a file"},
-	"-context": {deny: "not supported"}, "-fstype": {deny: "not supported"},
+	"-follow": {deny: denyFollow}, "-xtype": {deny: denyFollow + " (-xtype tests what a link points to)"},
+	"-files0-from": {deny: "reads starting points from a file"},
+	"-context":     {deny: "not supported"}, "-fstype": {deny: "not supported"},
 }
 
-// find checks a find invocation: leading -P/-H, starting points (read
+// find checks a find invocation: leading -P options, starting points (read
 // paths, none beginning with '-' or being an operator), then an expression
 // made only of known primaries with checked arguments and balanced
-// parentheses. The argv is kept as given; find has no "--" and needs none,
-// because no starting point can look like an expression.
+// parentheses. The normalized argv always begins "find -P" (never follow a
+// symbolic link, findutils' default made explicit) and keeps the rest as
+// given; -H, -L, -follow and -xtype are refused. find has no "--" and
+// needs none, because no starting point can look like an expression.
 func (ck *checker) find(c *Command, out []string) ([]string, error) {
 	argv := ck.argv
+	out = append(out, "-P")
 	i := 1
 	for ; i < len(argv); i++ {
 		switch argv[i] {
-		case "-P", "-H":
-			out = append(out, argv[i])
+		case "-P":
 			continue
-		case "-L":
-			return nil, argRefusal(i, argv[i], "option -L is not allowed for find: follows symbolic links")
+		case "-H", "-L":
+			return nil, argRefusal(i, argv[i], fmt.Sprintf("option %s is not allowed for find: %s", argv[i], denyFollow))
 		}
 		if strings.HasPrefix(argv[i], "-D") || strings.HasPrefix(argv[i], "-O") {
 			return nil, argRefusal(i, argv[i], fmt.Sprintf("option %s is not allowed for find", argv[i]))

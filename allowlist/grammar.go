@@ -118,6 +118,17 @@ type Form struct {
 	Layout `yaml:",inline"`
 }
 
+// Conflict refuses options that are each allowed alone when they are given
+// together: ls -H (follow a link named as an operand) is fine, ls -R -H
+// would descend into it.
+type Conflict struct {
+	// Options names the options by long name, or by short letter for
+	// options without a long name (as Form.When does); two or more.
+	Options []string `yaml:"options"`
+	// Reason says why, as the rule of the refusal.
+	Reason string `yaml:"reason"`
+}
+
 // Command is the grammar of one allowed program.
 type Command struct {
 	Name        string `yaml:"name"`
@@ -143,6 +154,8 @@ type Command struct {
 	Options      []Option `yaml:"options,omitempty"`
 	Layout       `yaml:",inline"`
 	Forms        []Form `yaml:"forms,omitempty"`
+	// Conflicts are combinations of allowed options that are refused.
+	Conflicts []Conflict `yaml:"conflicts,omitempty"`
 	// Prepend is put right after the name (after the subcommand name for a
 	// subcommand): sed always runs with --sandbox.
 	Prepend []string `yaml:"prepend,omitempty"`
@@ -216,8 +229,8 @@ func (c *Command) validate(sub bool) error {
 	case "", SyntaxGetopt:
 	case SyntaxFind:
 		if len(c.Options) > 0 || len(c.Operands) > 0 || len(c.Forms) > 0 || len(c.Subcommands) > 0 ||
-			len(c.PathOperands) > 0 || c.Separator || c.NumberOption != "" {
-			return invalid("syntax find takes no options, operands, forms or subcommands")
+			len(c.PathOperands) > 0 || c.Separator || c.NumberOption != "" || len(c.Conflicts) > 0 {
+			return invalid("syntax find takes no options, operands, forms, conflicts or subcommands")
 		}
 		return nil
 	default:
@@ -273,6 +286,25 @@ func (c *Command) validate(sub bool) error {
 		}
 		if err := f.Layout.validate(); err != nil {
 			return fmt.Errorf("form %d: %w", i, err)
+		}
+	}
+	for i, cf := range c.Conflicts {
+		if len(cf.Options) < 2 {
+			return invalid("conflict %d names fewer than two options", i)
+		}
+		if strings.TrimSpace(cf.Reason) == "" {
+			return invalid("conflict %d has no reason", i)
+		}
+		seen := map[*Option]bool{}
+		for _, k := range cf.Options {
+			o := c.optionByKey(k)
+			if o == nil || o.Deny != "" {
+				return invalid("conflict %d names unknown or denied option %q", i, k)
+			}
+			if seen[o] {
+				return invalid("conflict %d names option %q twice", i, k)
+			}
+			seen[o] = true
 		}
 	}
 	if len(c.Subcommands) > 0 {

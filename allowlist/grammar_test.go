@@ -103,7 +103,7 @@ func TestSpellings(t *testing.T) {
 		{argv: a("diff", "-l", "a", "b"), kind: KindArg, index: 1},
 		{argv: a("diff", "--pag", "a", "b"), kind: KindArg, index: 1},
 		{argv: a("diff", "-X", ".env", "a", "b"), kind: KindPath, index: 2},
-		{argv: a("diff", "-U5", "a", "b"), want: a("diff", "-U", "5", "--", "a", "b")},
+		{argv: a("diff", "-U5", "a", "b"), want: a("diff", "--no-dereference", "-U", "5", "--", "a", "b")},
 		{argv: a("stat"), kind: KindArg, index: -1},
 		{argv: a("stat", "-c", "%n %s", "docs/passwd"), kind: KindPath, index: 3},
 		{argv: a("file", "-m", "x", "y"), kind: KindArg, index: 1},
@@ -138,7 +138,7 @@ func TestSpellings(t *testing.T) {
 		// find
 		{argv: a("find", "-exec", "id", ";"), kind: KindArg, index: 1},
 		{argv: a("find", ".", "(", "-name", "x", "-o", "-exec", "id", ";", ")"), kind: KindArg, index: 6},
-		{argv: a("find", ".", "-name", "-exec"), want: a("find", ".", "-name", "-exec")},
+		{argv: a("find", ".", "-name", "-exec"), want: a("find", "-P", ".", "-name", "-exec")},
 		{argv: a("find", "-L", "."), kind: KindArg, index: 1},
 		{argv: a("find", "-D", "exec", "."), kind: KindArg, index: 1},
 		{argv: a("find", "-O3", "."), kind: KindArg, index: 1},
@@ -158,7 +158,7 @@ func TestSpellings(t *testing.T) {
 		{argv: a("find", ".", "-size", "+1M", "-mtime", "-7", "-empty", "-o", "!", "-type", "f,d")},
 		{argv: a("find", "-P", "./src/", "docs", "-print0"), want: a("find", "-P", "src", "docs", "-print0")},
 		{argv: a("find", "-", "-print"), kind: KindArg, index: 1},
-		{argv: a("find", ".", "src", "-regextype", "sed", "-regex", ".*"), want: a("find", ".", "src", "-regextype", "sed", "-regex", ".*")},
+		{argv: a("find", ".", "src", "-regextype", "sed", "-regex", ".*"), want: a("find", "-P", ".", "src", "-regextype", "sed", "-regex", ".*")},
 		{argv: a("find", ".", "-regextype", "perl"), kind: KindArg, index: 3},
 		{argv: a("find", ".", "-name", "x", "y"), kind: KindArg, index: 4},
 

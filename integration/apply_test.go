@@ -66,19 +66,24 @@ func TestApplyFromSession(t *testing.T) {
 	assert.NoFileExists(t, filepath.Join(repo, "openwiki/pages/b.md"))
 }
 
-// DIFF-02/DIFF-03 end to end: a symlink planted in the write area, then a
-// write through it, rejects the whole change set; nothing reaches the
-// repository, not even the harmless change beside it.
+// DIFF-02/DIFF-03 end to end: a symlink cannot be planted in the write
+// area (seccomp), and what the kernel does let the box write but the
+// collector rejects (a reserved name) rejects the whole change set; nothing
+// reaches the repository, not even the harmless change beside it.
 func TestApplyRefusesRejectedSession(t *testing.T) {
 	repo := newRepo(t, map[string]string{
 		"README.md":           "readme\n",
 		"openwiki/pages/a.md": "# A\n",
 	})
 	s := newSession(t, repo)
-	sh(t, s, `cd /workspace && printf 'ok\n' > openwiki/pages/ok.md && ln -s ../../README.md openwiki/pages/r.md; printf 'x\n' > openwiki/pages/r.md; true`)
+	ln := sh(t, s, `cd /workspace && ln -s ../../README.md openwiki/pages/r.md`)
+	require.Equal(t, 1, ln.ExitCode)
+	require.Contains(t, string(ln.Stderr), "Operation not permitted")
+	sh(t, s, `cd /workspace && printf 'ok\n' > openwiki/pages/ok.md && mkdir openwiki/.claims && printf 'x\n' > openwiki/.claims/a`)
 	cs, err := s.Changes()
 	require.NoError(t, err)
 	require.Error(t, cs.Err())
+	require.NotContains(t, summary(cs), "create openwiki/pages/r.md")
 	before := testutil.Snapshot(t, repo)
 	a := []review.Approval{{Path: "openwiki/pages/ok.md", Kind: changeset.Create}}
 	_, err = review.Apply(repo, cs, s.Scope, a, review.Options{Write: true, View: s.View(), JournalDir: t.TempDir()})

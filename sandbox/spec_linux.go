@@ -61,7 +61,8 @@ func (p containerPlan) mounts() []specs.Mount {
 // specOpts composes the container's spec from the whole plan, the one
 // place it is made, in this fixed order:
 //  1. the default spec (namespaces pid, ipc, uts, mount and a new network
-//     namespace that has only lo; masked and read-only /proc paths);
+//     namespace that has only lo; masked and read-only /proc paths), and
+//     procMasks;
 //  2. read-only rootfs, the process (corral-init and its control file),
 //     cwd, the fixed environment, uid/gid 65534, no_new_privs;
 //  3. capabilities (all sets empty), then seccomp: the seccomp filter must
@@ -74,6 +75,7 @@ func specOpts(p containerPlan) []oci.SpecOpts {
 	quota := int64(lim.CPUs * 100000)
 	return []oci.SpecOpts{
 		oci.WithDefaultSpec(),
+		withProcMasks,
 		oci.WithRootFSReadonly(),
 		oci.WithProcessArgs(p.args()...),
 		oci.WithProcessCwd(mounts.ContainerRoot),

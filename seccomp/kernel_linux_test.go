@@ -65,6 +65,27 @@ func TestKernelChild(t *testing.T) {
 	}
 	unix.Close(fd)
 
+	// The tools' tree, made before the filter: a container never creates
+	// a repository (git is read-only there, and chmod is denied).
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "a.txt"), []byte("beta\nalpha needle\n"), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "b.txt"), []byte("beta\nalpha needle\n"), 0o644))
+	require.NoError(t, os.Mkdir(filepath.Join(dir, "tree"), 0o755))
+	require.NoError(t, os.Symlink("../a.txt", filepath.Join(dir, "tree", "link")))
+	repo := filepath.Join(dir, "repo")
+	git := []string{"git", "-C", repo, "-c", "user.name=t", "-c", "user.email=t@example.com", "-c", "init.defaultBranch=main"}
+	haveGit := false
+	if _, err := exec.LookPath("git"); err == nil {
+		for _, argv := range [][]string{
+			{"git", "init", "-q", repo},
+			append(slices.Clone(git), "commit", "-q", "--allow-empty", "-m", "first"),
+		} {
+			out, err := exec.Command(argv[0], argv[1:]...).CombinedOutput()
+			require.NoError(t, err, "%q: %s", argv, out)
+		}
+		haveGit = true
+	}
+
 	// NewFilter sets TSYNC, so Load covers every thread of the process;
 	// locking the thread keeps the rest of the test on the one that loaded.
 	runtime.LockOSThread()
@@ -78,6 +99,7 @@ func TestKernelChild(t *testing.T) {
 
 	t.Run("denied", func(t *testing.T) {
 		missing := cstring(t, "/nonexistent-corral-seccomp-test")
+		missingChild := cstring(t, "/nonexistent-corral-seccomp-test/x")
 		atFDCWD := unix.AT_FDCWD
 		for _, tc := range []struct {
 			name string
@@ -123,6 +145,43 @@ func TestKernelChild(t *testing.T) {
 			{"clone3 falls back", raw(unix.SYS_CLONE3, 0, 0, 0, 0, 0), unix.ENOSYS},
 			{"clone CLONE_NEWUSER", cloneCall(unix.CLONE_NEWUSER), unix.EPERM},
 			{"clone CLONE_NEWNET", cloneCall(unix.CLONE_NEWNET), unix.EPERM},
+			// No links: unfiltered, these fail with ENOENT.
+			{"link", raw(unix.SYS_LINK, missing, missing, 0, 0, 0), unix.EPERM},
+			{"linkat", raw(unix.SYS_LINKAT, uintptr(atFDCWD), missing, uintptr(atFDCWD), missing, 0), unix.EPERM},
+			{"symlink", raw(unix.SYS_SYMLINK, missing, missingChild, 0, 0, 0), unix.EPERM},
+			{"symlinkat", raw(unix.SYS_SYMLINKAT, missing, uintptr(atFDCWD), missingChild, 0, 0), unix.EPERM},
+			// Nothing runs past noexec. Unfiltered, memfd_create succeeds
+			// (the descriptor is closed) and execveat fails with EBADF.
+			{"memfd_create", func() error {
+				fd, err := unix.MemfdCreate("corral-seccomp-test", unix.MFD_CLOEXEC)
+				if err == nil {
+					unix.Close(fd)
+				}
+				return err
+			}, unix.EPERM},
+			{"execveat", raw(unix.SYS_EXECVEAT, ^uintptr(0), missing, 0, 0, unix.AT_EMPTY_PATH), unix.EPERM},
+			// No sockets at all; unfiltered these succeed (closed at once).
+			{"socket AF_UNIX", socketCall(unix.AF_UNIX), unix.EPERM},
+			{"socketpair AF_UNIX", func() error {
+				fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM, 0)
+				if err == nil {
+					unix.Close(fds[0])
+					unix.Close(fds[1])
+				}
+				return err
+			}, unix.EPERM},
+			// ioctl only with the four requests of the tools: unfiltered,
+			// TIOCGPGRP on a bad descriptor fails with EBADF.
+			{"ioctl TIOCGPGRP", raw(unix.SYS_IOCTL, ^uintptr(0), unix.TIOCGPGRP, 0, 0, 0), unix.EPERM},
+			{"ioctl TCGETS with high bits", raw(unix.SYS_IOCTL, ^uintptr(0), 1<<32|unix.TCGETS, 0, 0, 0), unix.EPERM},
+			// prlimit64 only on the caller: unfiltered, reading the
+			// parent's limits succeeds (as root) and changes nothing.
+			{"prlimit64 of another process", func() error {
+				var old unix.Rlimit
+				return unix.Prlimit(os.Getppid(), unix.RLIMIT_NOFILE, nil, &old)
+			}, unix.EPERM},
+			// Ids never change: unfiltered, setting one's own uid succeeds.
+			{"setuid", raw(unix.SYS_SETUID, uintptr(os.Getuid()), 0, 0, 0, 0), unix.EPERM},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
 				require.ErrorIs(t, tc.call(), tc.want)
@@ -131,15 +190,20 @@ func TestKernelChild(t *testing.T) {
 	})
 
 	t.Run("allowed", func(t *testing.T) {
-		fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM, 0)
+		var fds [2]int
+		require.NoError(t, unix.Pipe2(fds[:], unix.O_CLOEXEC))
+		_, err := unix.Write(fds[1], []byte("x"))
 		require.NoError(t, err)
-		require.NoError(t, unix.Close(fd))
-		fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+		// isatty(3) on a pipe: the ioctl runs and says ENOTTY.
+		_, err = unix.IoctlGetTermios(fds[0], unix.TCGETS)
+		require.ErrorIs(t, err, unix.ENOTTY)
+		n, err := unix.IoctlGetInt(fds[0], unix.TIOCINQ) // FIONREAD
 		require.NoError(t, err)
-		_, err = unix.Write(fds[0], []byte("x"))
-		require.NoError(t, err)
+		require.Equal(t, 1, n)
 		unix.Close(fds[0])
 		unix.Close(fds[1])
+		var lim unix.Rlimit
+		require.NoError(t, unix.Prlimit(0, unix.RLIMIT_NOFILE, nil, &lim))
 		// A plain clone (fork + exec of a Go binary: the runtime's
 		// start-up under the filter).
 		out, err := exec.Command(os.Args[0], "-test.run=^$").CombinedOutput()
@@ -147,20 +211,15 @@ func TestKernelChild(t *testing.T) {
 	})
 
 	t.Run("tools", func(t *testing.T) {
-		dir := t.TempDir()
-		require.NoError(t, os.WriteFile(filepath.Join(dir, "a.txt"), []byte("beta\nalpha needle\n"), 0o644))
-		require.NoError(t, os.WriteFile(filepath.Join(dir, "b.txt"), []byte("beta\nalpha needle\n"), 0o644))
-		repo := filepath.Join(dir, "repo")
-		git := []string{"git", "-C", repo, "-c", "user.name=t", "-c", "user.email=t@example.com", "-c", "init.defaultBranch=main"}
 		for _, argv := range [][]string{
-			{"ls", "-la", dir},
+			{"ls", "-laR", dir},
 			{"cat", filepath.Join(dir, "a.txt")},
 			{"grep", "-rn", "needle", dir},
-			{"find", dir, "-name", "*.txt", "-newer", "/"},
-			{"sed", "-n", "s/beta/gamma/p", filepath.Join(dir, "a.txt")},
+			{"find", "-P", dir, "-name", "*.txt", "-newer", "/"},
+			{"sed", "--sandbox", "-n", "s/beta/gamma/p", filepath.Join(dir, "a.txt")},
 			{"sort", filepath.Join(dir, "a.txt")},
-			{"diff", "-u", filepath.Join(dir, "a.txt"), filepath.Join(dir, "b.txt")},
-			{"cp", "-a", filepath.Join(dir, "a.txt"), filepath.Join(dir, "c.txt")},
+			{"diff", "--no-dereference", "-u", filepath.Join(dir, "a.txt"), filepath.Join(dir, "b.txt")},
+			{"cp", "-p", filepath.Join(dir, "a.txt"), filepath.Join(dir, "c.txt")},
 			{"mv", filepath.Join(dir, "c.txt"), filepath.Join(dir, "d.txt")},
 			{"mkdir", "-p", filepath.Join(dir, "x", "y")},
 			{"touch", filepath.Join(dir, "x", "y", "z")},
@@ -171,8 +230,6 @@ func TestKernelChild(t *testing.T) {
 			{"busybox", "ls", "-l", dir},
 			{"busybox", "sh", "-c", "echo hi | busybox wc -c"},
 			{"sh", "-c", "ls " + dir + " | sort | head -1"},
-			{"git", "init", "-q", repo},
-			append(slices.Clone(git), "commit", "-q", "--allow-empty", "-m", "first"),
 			append(slices.Clone(git), "log", "--oneline"),
 			append(slices.Clone(git), "status", "--short"),
 		} {
@@ -180,12 +237,25 @@ func TestKernelChild(t *testing.T) {
 				if _, err := exec.LookPath(argv[0]); err != nil {
 					t.Skipf("%s not installed", argv[0])
 				}
+				if argv[0] == "git" && !haveGit {
+					t.Skip("git not installed")
+				}
 				cmd := exec.Command(argv[0], argv[1:]...)
 				cmd.Env = append(os.Environ(), "HOME="+dir, "GIT_CONFIG_NOSYSTEM=1", "LC_ALL=C")
 				out, err := cmd.CombinedOutput()
 				require.NoError(t, err, "%q under the filter:\n%s", argv, out)
 			})
 		}
+		// cp -r copies a link as a link; under the filter that fails
+		// cleanly and makes nothing.
+		t.Run("cp -r of a link", func(t *testing.T) {
+			copy := filepath.Join(dir, "copy")
+			out, err := exec.Command("cp", "-r", filepath.Join(dir, "tree"), copy).CombinedOutput()
+			require.Error(t, err)
+			require.Contains(t, string(out), "Operation not permitted")
+			_, err = os.Lstat(filepath.Join(copy, "link"))
+			require.ErrorIs(t, err, os.ErrNotExist)
+		})
 	})
 }
 

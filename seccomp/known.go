@@ -112,9 +112,10 @@ func names[T ~string](values []T) []string {
 // (spelled as for Validate, "" for runtime.GOARCH) when a profile lists none: on amd64 x86_64 and
 // x32, on arm64 aarch64 and 32-bit arm, elsewhere the target alone.
 //
-// 32-bit x86 is left out on amd64 (Docker and containerd include it): there
-// socket(2) may also arrive through socketcall(2), whose first argument is
-// the call number, so the AF_UNIX condition cannot hold. Its syscalls meet
+// 32-bit x86 is left out on amd64 (Docker and containerd include it): no
+// tool of the image is 32-bit, and there sockets and IPC also arrive through
+// the socketcall(2) and ipc(2) multiplexers, whose first argument is the
+// call number, so conditions on socket(2) could not hold. Its syscalls meet
 // the filter's bad-architecture action instead.
 func DefaultArchitectures(arch string) ([]specs.Arch, error) {
 	a, err := parseArch(arch)

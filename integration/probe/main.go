@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"time"
 	"unsafe"
+
+	"golang.org/x/sys/unix"
 )
 
 func errno(err error) string {
@@ -67,8 +69,22 @@ func errnoName(en syscall.Errno) string {
 		return "ELOOP"
 	case syscall.ENAMETOOLONG:
 		return "ENAMETOOLONG"
+	case syscall.EFAULT:
+		return "EFAULT"
+	case syscall.EBADF:
+		return "EBADF"
 	}
 	return fmt.Sprintf("errno%d", int(en))
+}
+
+// cstrings is a NULL-terminated array of C strings, as execve(2) takes.
+func cstrings(ss []string) []*byte {
+	out := make([]*byte, 0, len(ss)+1)
+	for _, s := range ss {
+		p, _ := unix.BytePtrFromString(s)
+		out = append(out, p)
+	}
+	return append(out, nil)
 }
 
 func raw(trap uintptr, a ...uintptr) string {
@@ -168,6 +184,30 @@ func main() {
 		fmt.Println(errno(os.Remove(arg(2))))
 	case "symlink":
 		fmt.Println(errno(os.Symlink(arg(2), arg(3))))
+	case "memfd":
+		// An anonymous file: with execveat, a way to run bytes past noexec.
+		fd, err := unix.MemfdCreate("probe", unix.MFD_CLOEXEC)
+		if err == nil {
+			unix.Close(fd)
+		}
+		fmt.Println(errno(err))
+	case "execveat":
+		// exec(2) of an open descriptor (fexecve(3)); on success the
+		// program at PATH runs instead and prints what it prints.
+		fd, err := unix.Open(arg(2), unix.O_PATH|unix.O_CLOEXEC, 0)
+		if err != nil {
+			fmt.Println(errno(err))
+			return
+		}
+		empty, _ := unix.BytePtrFromString("")
+		argv, envv := cstrings(os.Args[2:]), cstrings(os.Environ())
+		_, _, en := unix.Syscall6(unix.SYS_EXECVEAT, uintptr(fd), uintptr(unsafe.Pointer(empty)),
+			uintptr(unsafe.Pointer(&argv[0])), uintptr(unsafe.Pointer(&envv[0])), unix.AT_EMPTY_PATH, 0)
+		fmt.Println(errnoName(en))
+	case "clone3":
+		// clone3(2) with no arguments: EFAULT or EINVAL from the kernel,
+		// ENOSYS from the filter (so libcs fall back to clone(2)).
+		fmt.Println(raw(unix.SYS_CLONE3, 0, 0))
 	case "read":
 		data, err := os.ReadFile(arg(2))
 		if err != nil {
