@@ -51,6 +51,11 @@ error, -32600 invalid request) and the server goes on serving.`,
 			sigpipe := make(chan os.Signal, 1)
 			signal.Notify(sigpipe, syscall.SIGPIPE)
 			defer signal.Stop(sigpipe)
+			if sessionID == "" {
+				if err := g.checkPlacement(cf.repo); err != nil {
+					return err
+				}
+			}
 			cfg := g.config(stderr)
 			cfg.Cold = false // a server prepares each next container before the call
 			exec, err := sandbox.New(ctx, cfg)

@@ -108,6 +108,9 @@ STATE-DIR/patches/.`,
 				}
 				cfg.IdleTTL = idleTTL
 			}
+			if err := g.checkPlacement(cfg.Repo); err != nil {
+				return err
+			}
 			exec, err := sandbox.New(ctx, g.config(cmd.ErrOrStderr()))
 			if err != nil {
 				return &exitError{code: exitFailed, err: err}
