@@ -12,6 +12,7 @@ import (
 
 	"github.com/corral-sandbox/corral/allowlist"
 	"github.com/corral-sandbox/corral/internal/config"
+	"github.com/corral-sandbox/corral/mounts"
 	"github.com/corral-sandbox/corral/mounts/changeset"
 	"github.com/corral-sandbox/corral/profiles"
 	"github.com/corral-sandbox/corral/sandbox"
@@ -220,6 +221,9 @@ func runOnce(cmd *cobra.Command, g *globalFlags, sf *sessionFlags, diffOut strin
 	log := stderr
 	if sf.quiet {
 		log = io.Discard
+	}
+	if err := g.checkPlacement(sf.repo); err != nil {
+		return err
 	}
 	exec, err := sandbox.New(ctx, g.config(log))
 	if err != nil {
@@ -430,6 +434,24 @@ func describeLimit(l string, p *profiles.Profile) string {
 
 // refusalOr turns a policy refusal into exit 126 and anything else into
 // exit 125; execute prints either as JSON when asked.
+// checkPlacement refuses a repository and a state directory nested in
+// either order (mounts.CheckPaths) before sandbox.New creates the state
+// directory and its audit log, which must never land in the repository.
+// An empty repo (a session opened by ID) passes.
+func (g *globalFlags) checkPlacement(repo string) error {
+	if repo == "" {
+		return nil
+	}
+	state := g.stateDir
+	if state == "" {
+		state = sandbox.DefaultStateDir
+	}
+	if err := mounts.CheckPaths(repo, state); err != nil {
+		return &exitError{code: exitFailed, err: err}
+	}
+	return nil
+}
+
 func refusalOr(err error) error {
 	var r *allowlist.Refusal
 	if !errors.As(err, &r) {

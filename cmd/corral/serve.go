@@ -66,6 +66,11 @@ error, -32600 invalid request) and the server goes on serving.`,
 				defer c.Close()
 				return serveRemote(cmd, c, cf, sessionID)
 			}
+			if sessionID == "" {
+				if err := g.checkPlacement(cf.repo); err != nil {
+					return err
+				}
+			}
 			cfg := g.config(stderr)
 			cfg.Cold = false // a server prepares each next container before the call
 			exec, err := sandbox.New(ctx, cfg)

@@ -117,6 +117,9 @@ STATE-DIR/patches/.`,
 				}
 				rec = recordOf(s)
 			} else {
+				if err := g.checkPlacement(cfg.Repo); err != nil {
+					return err
+				}
 				exec, err := sandbox.New(ctx, g.config(cmd.ErrOrStderr()))
 				if err != nil {
 					return &exitError{code: exitFailed, err: err}
