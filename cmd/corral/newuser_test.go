@@ -28,3 +28,23 @@ func TestNoCommandNamesTheAlternatives(t *testing.T) {
 	require.Equal(t, exitFailed, code)
 	require.Equal(t, "corral: no command given: corral run [flags] -- CMD ARG...\n", stderr)
 }
+
+// TestApplyAgentIDFlag: apply takes --agent-id, the name session create
+// and serve use; its older --agent is still accepted and hidden.
+func TestApplyAgentIDFlag(t *testing.T) {
+	repo, patch, state := applyRepo(t)
+	for _, flag := range []string{"--agent-id", "--agent"} {
+		out, code := runApplyCLI(t, nil, "apply", "--state-dir", state, "--repo", repo, "--patch", patch, flag, "bob")
+		require.Equal(t, exitRefused, code, out)
+		require.Equal(t, "patch "+patch+": refused: openwiki/pages/a.md: outside the write scope openwiki/agents/bob/; "+
+			"openwiki/pages/b.md: outside the write scope openwiki/agents/bob/; openwiki/pages/c.md: outside the write scope openwiki/agents/bob/", out, flag)
+	}
+	out, code := runApplyCLI(t, nil, "apply", "--help")
+	require.Equal(t, 0, code)
+	require.Contains(t, out, "      --agent-id string ")
+	require.NotContains(t, out, "      --agent string ")
+
+	out, code = runApplyCLI(t, nil, "serve", "--help")
+	require.Equal(t, 0, code)
+	require.Contains(t, out, "repository root (required without --session)")
+}
