@@ -1,7 +1,10 @@
 package main
 
 import (
+	"strings"
 	"testing"
+
+	clog "github.com/containerd/log"
 
 	"github.com/stretchr/testify/require"
 )
@@ -47,4 +50,21 @@ func TestApplyAgentIDFlag(t *testing.T) {
 	out, code = runApplyCLI(t, nil, "serve", "--help")
 	require.Equal(t, 0, code)
 	require.Contains(t, out, "repository root (required without --session)")
+}
+
+// TestContainerdLoggerFollowsLogLevel: containerd's client logger (logrus,
+// info by default, e.g. "fetch failed" while pulling an --image) is held
+// to corral's resolved log level.
+func TestContainerdLoggerFollowsLogLevel(t *testing.T) {
+	defer func() { _ = clog.SetLevel("info") }()
+	t.Setenv("CORRAL_LOG_LEVEL", "")
+	for args, want := range map[string]clog.Level{
+		"profiles":                   clog.WarnLevel,
+		"--log-level debug profiles": clog.DebugLevel,
+		"--log-level error profiles": clog.ErrorLevel,
+	} {
+		_, stderr, code := runCLI(t, strings.Fields(args)...)
+		require.Equal(t, 0, code, stderr)
+		require.Equal(t, want, clog.GetLevel(), args)
+	}
 }
