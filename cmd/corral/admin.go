@@ -213,10 +213,7 @@ processes left, cheaply; gc is the explicit, complete form.`,
 			}
 			err = errors.Join(rerr, err)
 			if asJSON {
-				out := gcOutput{GCReport: rep, Applies: applies}
-				if rep == nil {
-					out.GCReport = &sandbox.GCReport{}
-				}
+				out := gcOutput{GCReport: gcReportForJSON(rep), Applies: applies}
 				if applies == nil {
 					out.Applies = []review.Recovered{}
 				}
@@ -247,6 +244,25 @@ processes left, cheaply; gc is the explicit, complete form.`,
 	cmd.Flags().BoolVar(&force, "force", false, "also remove what a running corral owns")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print a JSON object")
 	return cmd
+}
+
+// gcReportForJSON is rep (nil: nothing removed) with every list non-nil,
+// so that `gc --json` prints [] rather than null for an empty one, as it
+// does for applies and as `session prune --json` does.
+func gcReportForJSON(rep *sandbox.GCReport) *sandbox.GCReport {
+	var r sandbox.GCReport
+	if rep != nil {
+		r = *rep
+	}
+	for _, l := range []*[]string{&r.Containers, &r.Leases, &r.FIFODirs, &r.Mounts, &r.Sessions} {
+		if *l == nil {
+			*l = []string{}
+		}
+	}
+	if r.Pruned == nil {
+		r.Pruned = []sandbox.Ended{}
+	}
+	return &r
 }
 
 // gcOutput is `gc --json`'s result: the interrupted applies recovered,

@@ -141,7 +141,10 @@ next apply, by ` + "`corral gc`" + `, or by ` + "`corral apply --recover`" + `, 
 	f.StringVar(&profile, "profile", profiles.DefaultName, "profile whose hidden paths the patch may not touch: a built-in name or a YAML file")
 	f.StringVar(&page, "page", "", "page mode: the only path the patch may change, e.g. openwiki/pages/a.md")
 	f.StringVar(&scopeDir, "scope", "", "the writable directory (default openwiki/)")
-	f.StringVar(&agent, "agent", "", "agent id: the writable directory is openwiki/agents/ID/")
+	f.StringVar(&agent, "agent-id", "", "agent id: the writable directory is openwiki/agents/ID/ (the name session create and serve use)")
+	// --agent was this command's name for it before; still accepted.
+	f.StringVar(&agent, "agent", "", "same as --agent-id")
+	_ = f.MarkHidden("agent")
 	f.BoolVar(&recoverOnly, "recover", false, "only finish or roll back interrupted applies (journaled in STATE-DIR/apply), then exit")
 	af.add(cmd)
 	return cmd

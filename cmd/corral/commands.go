@@ -108,7 +108,11 @@ func argvFrom(cmd *cobra.Command, args []string) ([]string, error) {
 		return nil, usageError(fmt.Errorf("put the command after --: corral %s [flags] -- CMD ARG...", cmd.Name()))
 	}
 	if len(args) == 0 {
-		return nil, usageError(fmt.Errorf("no command given: corral %s [flags] -- CMD ARG...", cmd.Name()))
+		alt := ""
+		if cmd.Flags().Lookup("explain") != nil {
+			alt = ", or --explain PATH"
+		}
+		return nil, usageError(fmt.Errorf("no command given: corral %s [flags] -- CMD ARG...%s", cmd.Name(), alt))
 	}
 	return args, nil
 }

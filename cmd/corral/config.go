@@ -3,7 +3,9 @@ package main
 import (
 	"io/fs"
 	"log/slog"
+	"strings"
 
+	clog "github.com/containerd/log"
 	"github.com/corral-sandbox/corral/internal/config"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -71,6 +73,10 @@ func (g *globalFlags) prepare(cmd *cobra.Command) error {
 	}
 	g.cfg = cfg
 	g.address, g.namespace, g.stateDir, g.runtime, g.image = cfg.Address, cfg.Namespace, cfg.StateDir, cfg.Runtime, cfg.Image
+	// containerd's client logs through its own logger (logrus, level info
+	// by default: "fetch failed" when an --image is pulled), outside slog;
+	// hold it to the same level.
+	_ = clog.SetLevel(strings.ToLower(g.level(defaultCLILevel).String()))
 	if log := g.logger(cmd.ErrOrStderr(), defaultCLILevel); log.Enabled(cmd.Context(), slog.LevelDebug) {
 		args := []any{"file", cfg.File}
 		for _, k := range config.Keys() {

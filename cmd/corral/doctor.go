@@ -229,6 +229,11 @@ func checkOverlay(h host) checkResult {
 		Fix: "modprobe overlay (and add overlay to /etc/modules)"}
 }
 
+// cgroupV2Fix is how a host boots with cgroup v2 alone, with and without
+// systemd as its init (kernel parameters: systemd.unified_cgroup_hierarchy,
+// cgroup_no_v1 in the kernel's admin-guide/kernel-parameters).
+const cgroupV2Fix = "for cgroup v2, boot with systemd.unified_cgroup_hierarchy=1 (systemd as init) or cgroup_no_v1=all (every controller on cgroup v2; see docs/runtimes.md)"
+
 func checkCgroups(h host) checkResult {
 	const name = "cgroups"
 	if _, err := h.stat("/sys/fs/cgroup/cgroup.controllers"); err == nil {
@@ -236,10 +241,10 @@ func checkCgroups(h host) checkResult {
 	}
 	if _, err := h.stat("/sys/fs/cgroup/unified/cgroup.controllers"); err == nil {
 		return checkResult{Name: name, Status: statusWarn, Detail: "hybrid: cgroup v1 controllers with a v2 hierarchy at /sys/fs/cgroup/unified; runc 1.4 deprecates v1",
-			Fix: "boot with systemd.unified_cgroup_hierarchy=1 for cgroup v2"}
+			Fix: cgroupV2Fix}
 	}
 	if _, err := h.stat("/sys/fs/cgroup/memory"); err == nil {
-		return checkResult{Name: name, Status: statusWarn, Detail: "cgroup v1; runc 1.4 deprecates it", Fix: "boot with systemd.unified_cgroup_hierarchy=1 for cgroup v2"}
+		return checkResult{Name: name, Status: statusWarn, Detail: "cgroup v1; runc 1.4 deprecates it", Fix: cgroupV2Fix}
 	}
 	return checkResult{Name: name, Status: statusFail, Detail: "no cgroup hierarchy under /sys/fs/cgroup; memory, pids and CPU limits need one", Fix: "mount cgroup2 on /sys/fs/cgroup"}
 }

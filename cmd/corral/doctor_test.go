@@ -73,6 +73,7 @@ func TestDoctorKernelChecks(t *testing.T) {
 	c := checkCgroups(h)
 	require.Equal(t, statusWarn, c.Status)
 	require.Contains(t, c.Detail, "hybrid")
+	require.Equal(t, "for cgroup v2, boot with systemd.unified_cgroup_hierarchy=1 (systemd as init) or cgroup_no_v1=all (every controller on cgroup v2; see docs/runtimes.md)", c.Fix)
 
 	h = fakeHost(nil, map[string]fs.FileMode{"/sys/fs/cgroup/memory": fs.ModeDir})
 	require.Contains(t, checkCgroups(h).Detail, "cgroup v1")

@@ -113,6 +113,7 @@ error, -32600 invalid request) and the server goes on serving.`,
 	cmd.Flags().BoolVar(&mcpMode, "mcp", false, "speak MCP (JSON-RPC) on stdin/stdout")
 	cmd.Flags().StringVar(&sessionID, "session", "", "serve this persistent session (corral session create)")
 	cf.add(cmd.Flags())
+	cmd.Flags().Lookup("repo").Usage = "repository root (required without --session)"
 	return cmd
 }
 
