@@ -33,13 +33,16 @@ var hiddenTop = map[string]bool{"proc": true, "sys": true, ".corral": true}
 // reading (seccomp/testdata/measure.sh under strace), and the harmless
 // rest of its own status. /proc/self/maps: glibc's pthread_getattr_np
 // (grep, diff); /proc/filesystems: libselinux (ls, find, cp, sed, stat,
-// mkdir, mv); /sys/devices/system/cpu/online: glibc's CPU count (git grep).
+// mkdir, mv); /sys/devices/system/cpu/online: glibc's CPU count (git grep);
+// /sys/class/net, the directory of the container's own network namespace's
+// interfaces (lo alone), so that a check inside the container can see there
+// is no network (the integration tests' probe).
 // Not here, read and survived on failure: rg's /proc/self/cgroup and
 // /proc/self/mountinfo (it then counts CPUs with sched_getaffinity).
 var ownFiles = []string{
 	"/proc/self/status", "/proc/self/stat", "/proc/self/statm", "/proc/self/maps",
 	"/proc/self/limits", "/proc/self/environ",
-	"/proc/filesystems", "/sys/devices/system/cpu/online",
+	"/proc/filesystems", "/sys/devices/system/cpu/online", "/sys/class/net",
 }
 
 // confineAndExec is the tool's process before it becomes the tool: it
@@ -62,8 +65,8 @@ func confineAndExec(argv []string) int {
 }
 
 // confine restricts the calling thread's file and directory reads to
-// every entry of / but hiddenTop (directories with everything beneath
-// them, across mounts) and the ownFiles that exist. Writes, execution and
+// every entry of / but hiddenTop and the ownFiles that exist (directories
+// with everything beneath them, across mounts). Writes, execution and
 // path walking are not handled: the read-only root, the one writable
 // overlay and the seccomp filter already bound them. Errors wrap
 // landlock.ErrUnavailable when the kernel has no Landlock.
@@ -88,7 +91,7 @@ func confine() error {
 		}
 	}
 	for _, p := range ownFiles {
-		if err := rs.Allow(p, landlock.ReadFile); err != nil && !errors.Is(err, syscall.ENOENT) {
+		if err := rs.Allow(p, landlock.ReadFile|landlock.ReadDir); err != nil && !errors.Is(err, syscall.ENOENT) {
 			return err
 		}
 	}
