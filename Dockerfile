@@ -4,7 +4,7 @@
 #     minbase of Debian 12 from the machine's apt mirror) and named
 #     localhost/debian:bookworm-minbase; with a registry, any Debian 12 image
 #     does (`--build-arg BASE=debian:bookworm-slim`);
-#   - corral and corral-init are built on the host first (`make build`):
+#   - corral, corral-init and corral-runsc are built on the host first (`make build`):
 #     Debian 12 has no Go 1.26 to build them in a stage. corral links
 #     Debian 12's libseccomp2 dynamically, which the base provides.
 # Context: the repository root (.dockerignore lets in only what is copied).
@@ -29,9 +29,9 @@ RUN printf '%s\n' 'path-exclude /usr/share/doc/*' 'path-include /usr/share/doc/*
       containerd runc crun runsc libseccomp2 \
       git ripgrep file \
  && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin /var/cache/debconf/*-old /var/log/*
-COPY hack/containerd-private.toml hack/runsc-wrapper.sh hack/with-containerd.sh /usr/share/corral/hack/
+COPY hack/containerd-private.toml hack/with-containerd.sh /usr/share/corral/hack/
 RUN ln -s /usr/share/corral/hack/with-containerd.sh /usr/local/bin/with-containerd
-COPY build/corral-init /usr/local/libexec/corral/corral-init
+COPY build/corral-init build/corral-runsc /usr/local/libexec/corral/
 COPY build/corral /usr/local/bin/corral
 ENV CONTAINERD_ADDRESS=/run/corral-containerd/containerd.sock
 ENTRYPOINT ["/usr/local/bin/with-containerd"]

@@ -16,7 +16,8 @@
 # on containerd 1.6) needs CAP_SYS_RESOURCE: it sets its own oom_score_adj
 # to -999 and fails to start without it ("failed to set OOM Score on shim:
 # ... permission denied"). runsc itself runs under the runc v2 shim with
-# hack/runsc-wrapper.sh (CORRAL_RUNSC=<this runsc>). With --network=none it
+# corral's wrapper (`corral --runtime runsc --runtime-binary <this runsc>`,
+# docs/runtimes.md). With --network=none it
 # keeps one empty network namespace, bind-mounted at <--root>/null-netns and
 # shared by its sandboxes: unmount it before removing that directory.
 set -euo pipefail

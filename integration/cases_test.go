@@ -18,6 +18,7 @@ import (
 	"path"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"slices"
 	"sort"
 	"strconv"
@@ -33,20 +34,32 @@ import (
 	"github.com/corral-sandbox/corral/sandbox"
 	"github.com/stretchr/testify/require"
 	"go.yaml.in/yaml/v3"
+	"golang.org/x/sys/unix"
 )
 
-func TestCases(t *testing.T) { runCases(t, casesConfig{}) }
+// TestCases runs the table under each runtime: TestCases/<runtime>/<id>.
+func TestCases(t *testing.T) {
+	forEachRuntime(t, func(t *testing.T, rt testRuntime) { runCases(t, casesConfig{Runtime: rt.name}) })
+}
 
 // TestCaseTable checks the table against the cases without containerd:
-// one entry per case, one outcome per input.
-func TestCaseTable(t *testing.T) { loadExpectations(t, loadCases(t)) }
+// one entry per case, one outcome per input, under every runtime's
+// overrides.
+func TestCaseTable(t *testing.T) {
+	cases := loadCases(t)
+	loadExpectations(t, cases, "")
+	for _, r := range sandbox.Runtimes() {
+		loadExpectations(t, cases, r.Name)
+	}
+}
 
 // casesConfig is the executor configuration the table runs under; the
 // zero value is an executor in this process on containerd's default
 // runtime.
 type casesConfig struct {
-	// Runtime is the containerd runtime the executor uses (such as
-	// "io.containerd.runsc.v1"); "" means sandbox.DefaultRuntime.
+	// Runtime is the runtime the executor uses, a name of
+	// sandbox.Runtimes; "" means sandbox.DefaultRuntime. Its overrides of
+	// testdata/expect.yaml apply.
 	Runtime string
 	// Daemon is the socket of a corral daemon the calls go through instead
 	// of an executor in this process; "" means in process. Not built yet.
@@ -58,13 +71,17 @@ func (c casesConfig) executor(t *testing.T) *sandbox.Executor {
 	if c.Daemon != "" {
 		t.Fatalf("running the cases through a daemon (%s) is not built yet", c.Daemon)
 	}
-	return testutil.ExecutorWith(t, func(cfg *sandbox.Config) { cfg.Runtime = c.Runtime })
+	name := c.Runtime
+	if name == "" {
+		name = sandbox.DefaultRuntime
+	}
+	return testRuntime{name: name}.executor(t)
 }
 
 // runCases runs the whole table under cfg, one subtest per case id.
 func runCases(t *testing.T, cfg casesConfig) {
 	cases := loadCases(t)
-	table := loadExpectations(t, cases)
+	table := loadExpectations(t, cases, cfg.Runtime)
 	e := cfg.executor(t)
 	w := watchTasks(t, e)
 	for _, c := range cases {
@@ -288,18 +305,154 @@ type changesWant struct {
 	GitApply           bool              `yaml:"git_apply"`
 }
 
-// loadExpectations reads testdata/expect.yaml strictly and requires it to
-// match the cases.
-func loadExpectations(t *testing.T, cases []hostileCase) map[string]*expectation {
+// loadExpectations reads testdata/expect.yaml strictly, applies the
+// overrides of runtime (each case's "runtimes" entry; "" applies none)
+// and requires the result to agree with the cases.
+func loadExpectations(t *testing.T, cases []hostileCase, runtime string) map[string]*expectation {
 	t.Helper()
 	data, err := os.ReadFile(filepath.Join("testdata", "expect.yaml"))
 	require.NoError(t, err)
+	data, err = applyRuntime(data, runtime)
+	require.NoError(t, err, "testdata/expect.yaml")
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
 	table := map[string]*expectation{}
-	require.NoError(t, dec.Decode(&table), "testdata/expect.yaml")
-	require.NoError(t, checkTable(cases, table), "testdata/expect.yaml")
+	require.NoError(t, dec.Decode(&table), "testdata/expect.yaml (runtime %q)", runtime)
+	require.NoError(t, checkTable(cases, table), "testdata/expect.yaml (runtime %q)", runtime)
 	return table
+}
+
+// applyRuntime returns the table with each case's "runtimes" entry
+// resolved for runtime: the entry {<runtime>: {field: value, ...}}
+// replaces those top-level fields of the case as a whole (what the
+// runtime enforces instead: docs/runtimes.md), and the entry itself goes.
+// A runtime the entry names must be one of sandbox.Runtimes.
+func applyRuntime(data []byte, runtime string) ([]byte, error) {
+	var doc yaml.Node
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		return nil, err
+	}
+	if doc.Kind != yaml.DocumentNode || len(doc.Content) != 1 || doc.Content[0].Kind != yaml.MappingNode {
+		return nil, errors.New("want a mapping of case ids")
+	}
+	known := map[string]bool{}
+	for _, r := range sandbox.Runtimes() {
+		known[r.Name] = true
+	}
+	// Each case gets its own nodes, so that an override never reaches a
+	// case through a shared anchor.
+	top := expandAliases(doc.Content[0])
+	doc.Content[0] = top
+	for i := 1; i < len(top.Content); i += 2 {
+		id, c := top.Content[i-1].Value, top.Content[i]
+		if c.Kind != yaml.MappingNode {
+			continue
+		}
+		var kept []*yaml.Node
+		var override *yaml.Node
+		for j := 1; j < len(c.Content); j += 2 {
+			k, v := c.Content[j-1], c.Content[j]
+			if k.Value != "runtimes" {
+				kept = append(kept, k, v)
+				continue
+			}
+			if v.Kind != yaml.MappingNode {
+				return nil, fmt.Errorf("%s: line %d: runtimes: want {runtime: {field: value}}", id, v.Line)
+			}
+			for r := 1; r < len(v.Content); r += 2 {
+				name := v.Content[r-1].Value
+				if !known[name] {
+					return nil, fmt.Errorf("%s: line %d: runtimes: unknown runtime %q", id, v.Line, name)
+				}
+				if v.Content[r].Kind != yaml.MappingNode {
+					return nil, fmt.Errorf("%s: line %d: runtimes.%s: want {field: value}", id, v.Line, name)
+				}
+				if name == runtime {
+					override = v.Content[r]
+				}
+			}
+		}
+		var errnos map[string]string
+		if override != nil {
+			for o := 1; o < len(override.Content); o += 2 {
+				k, v := override.Content[o-1], override.Content[o]
+				if k.Value == "errnos" {
+					if err := v.Decode(&errnos); err != nil {
+						return nil, fmt.Errorf("%s: line %d: runtimes.%s.errnos: want {ERRNO: ERRNO}: %w", id, v.Line, runtime, err)
+					}
+					continue
+				}
+				replaced := false
+				for j := 0; j < len(kept); j += 2 {
+					if kept[j].Value == k.Value {
+						kept[j+1], replaced = v, true
+					}
+				}
+				if !replaced {
+					kept = append(kept, k, v)
+				}
+			}
+		}
+		c.Content = kept
+		if len(errnos) > 0 {
+			replaceErrnos(c, errnos)
+		}
+	}
+	return yaml.Marshal(&doc)
+}
+
+// errnoWord is an errno name as the outcomes write it (EROFS, "EROFS\n").
+var errnoWord = regexp.MustCompile(`\bE[A-Z0-9]+\b`)
+
+// replaceErrnos replaces, in every scalar below n, each errno name that
+// errnos maps, and its message as a C program prints it (strerror:
+// "Read-only file system"): the override "errnos: {EROFS: EACCES}" says
+// the runtime answers EACCES wherever the case expects EROFS.
+func replaceErrnos(n *yaml.Node, errnos map[string]string) {
+	if n.Kind == yaml.ScalarNode {
+		n.Value = errnoWord.ReplaceAllStringFunc(n.Value, func(w string) string {
+			if r, ok := errnos[w]; ok {
+				return r
+			}
+			return w
+		})
+		for from, to := range errnos {
+			if f, t := strerror(from), strerror(to); f != "" && t != "" {
+				n.Value = strings.ReplaceAll(n.Value, f, t)
+			}
+		}
+		return
+	}
+	for _, c := range n.Content {
+		replaceErrnos(c, errnos)
+	}
+}
+
+// strerror is the C library's message for the errno named name
+// ("Read-only file system" for EROFS); "" for an unknown name.
+func strerror(name string) string {
+	for e := unix.Errno(1); e < 256; e++ {
+		if unix.ErrnoName(e) == name {
+			msg := e.Error()
+			return strings.ToUpper(msg[:1]) + msg[1:]
+		}
+	}
+	return ""
+}
+
+// expandAliases returns a deep copy of n with every alias replaced by a
+// copy of its anchor's node, and no anchors.
+func expandAliases(n *yaml.Node) *yaml.Node {
+	for n.Kind == yaml.AliasNode {
+		n = n.Alias
+	}
+	c := *n
+	c.Anchor = ""
+	c.Content = nil
+	for _, sub := range n.Content {
+		c.Content = append(c.Content, expandAliases(sub))
+	}
+	return &c
 }
 
 // checkTable: every case has an entry and every entry a case; every input
@@ -736,4 +889,32 @@ func (h *harness) changes(key string, want changesWant) {
 		require.NoError(t, err)
 		gitApplyCheck(t, h.repo, patch)
 	}
+}
+
+// TestApplyRuntime: a case's runtimes entry replaces whole fields and
+// translates errnos for its runtime only, never through a shared anchor.
+func TestApplyRuntime(t *testing.T) {
+	in := []byte(`A-01:
+  ops: [&ro {kernel: EROFS}]
+  box: [{argv: [x], out: "EROFS\n"}, {argv: [y], out: "cp: Read-only file system"}]
+  runtimes: {runsc: {errnos: {EROFS: EACCES}, noexec: [a]}}
+B-01:
+  ops: [*ro]
+`)
+	var got map[string]map[string]any
+	out, err := applyRuntime(in, "runsc")
+	require.NoError(t, err)
+	require.NoError(t, yaml.Unmarshal(out, &got))
+	require.Equal(t, map[string]map[string]any{
+		"A-01": {"ops": []any{map[string]any{"kernel": "EACCES"}}, "box": []any{map[string]any{"argv": []any{"x"}, "out": "EACCES\n"}, map[string]any{"argv": []any{"y"}, "out": "cp: Permission denied"}}, "noexec": []any{"a"}},
+		"B-01": {"ops": []any{map[string]any{"kernel": "EROFS"}}},
+	}, got)
+	out, err = applyRuntime(in, "runc")
+	require.NoError(t, err)
+	got = nil
+	require.NoError(t, yaml.Unmarshal(out, &got))
+	require.Equal(t, "EROFS", got["A-01"]["ops"].([]any)[0].(map[string]any)["kernel"])
+	require.NotContains(t, got["A-01"], "runtimes")
+	_, err = applyRuntime([]byte("A-01: {runtimes: {gvisor: {}}}\n"), "runc")
+	require.ErrorContains(t, err, `unknown runtime "gvisor"`)
 }

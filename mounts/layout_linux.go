@@ -388,9 +388,7 @@ func unmount(target string) error {
 // buildWhiteouts fills the whiteout layer: every visible directory of
 // the repository is mirrored (mode, owner, times), each hidden path
 // becomes a 0:0 character device, and the mount points the repository
-// lacks (the write directory, the page) are made. The repository is read
-// with rootfs.Walk through its bind (never through a link), the layer is
-// written relative to open descriptors.
+// lacks (the write directory, the page) are made.
 //
 // Mirroring every directory, not only those on the way to a hidden path,
 // makes every directory of the view an overlay merged directory: the
@@ -398,7 +396,15 @@ func unmount(target string) error {
 // the subdirectories of a merged directory) and takes their size and
 // blocks from the whiteout layer's file system, so a directory that holds
 // hidden entries looks like every other (no existence oracle through
-// `find -links` or stat).
+// `find -links` or stat). A merged directory also takes its mode, owner
+// and times from the uppermost layer that has it, the whiteout layer
+// here, hence the mirrored attributes.
+//
+// The directories are those the hidden set's own walk listed
+// (hidden.Set.Dirs), so the repository is not walked a second time; a
+// set read back from its JSON form has none, and then the repository is
+// walked here through its bind (rootfs.Walk, never through a link). The
+// layer is written in one pass relative to open descriptors (writeLayer).
 func (l *Layout) buildWhiteouts(hs *hidden.Set) error {
 	repo, err := rootfs.OpenRoot(l.Repo)
 	if err != nil {
@@ -410,31 +416,35 @@ func (l *Layout) buildWhiteouts(hs *hidden.Set) error {
 		return err
 	}
 	defer wh.Close()
-	m := &mirror{wh: wh, hides: hs.Hides()}
-	m.done = make([]bool, len(m.hides))
-	err = rootfs.Walk(repo, rootfs.Visitor{Dir: m.dir, Entry: m.entry})
-	m.closeAll()
+	dirs := hs.Dirs()
+	if dirs == nil {
+		if dirs, err = visibleDirs(repo, hs); err != nil {
+			return err
+		}
+	}
+	left, err := writeLayer(wh.Fd(), dirs, hs.Hides())
 	if err != nil {
 		return err
 	}
-	// Hidden paths the walk did not meet (gone since the set was
-	// computed): their whiteouts keep a later copy hidden too.
-	for i, hd := range m.hides {
-		if m.done[i] {
-			continue
-		}
+	// Made after the pass: hidden paths whose directory was not listed
+	// (gone since the set was computed: their whiteouts keep a later copy
+	// hidden too), and the mount points.
+	var late []string
+	for _, hd := range left {
 		if err := l.mirrorDir(repo, path.Dir(hd.Path)); err != nil {
 			return err
 		}
 		if err := unix.Mknodat(wh.Fd(), hd.Path, unix.S_IFCHR|0o000, 0); err != nil && !errors.Is(err, unix.EEXIST) {
 			return fmt.Errorf("whiteout %s: %w", hd.Path, err)
 		}
+		late = append(late, hd.Path)
 	}
 	if !l.Plan.ReadOnly {
 		// Mount points the repository may lack.
 		if err := l.mirrorDir(repo, l.Plan.WriteDir); err != nil {
 			return err
 		}
+		late = append(late, l.Plan.WriteDir)
 		if l.Plan.Page != "" {
 			if err := l.mirrorDir(repo, path.Dir(l.Plan.Page)); err != nil {
 				return err
@@ -448,118 +458,192 @@ func (l *Layout) buildWhiteouts(hs *hidden.Set) error {
 					return err
 				}
 			}
+			late = append(late, l.Plan.Page)
 		}
 	}
-	// Last, as making entries changes a directory's times.
-	for _, t := range m.times {
-		if err := unix.UtimesNanoAt(wh.Fd(), t.rel, t.ts[:], unix.AT_SYMLINK_NOFOLLOW); err != nil {
-			return fmt.Errorf("mirroring the times of %s: %w", t.rel, err)
+	return retime(wh.Fd(), dirs, late)
+}
+
+// visibleDirs lists the visible directories of the repository open as
+// repo with their status, in hidden.ComparePaths order (rootfs.Walk's):
+// hs.Dirs for a set that has none.
+func visibleDirs(repo *rootfs.Dir, hs *hidden.Set) ([]hidden.VisibleDir, error) {
+	var dirs []hidden.VisibleDir
+	err := rootfs.Walk(repo, rootfs.Visitor{
+		Dir: func(d *rootfs.Dir, _ []fs.DirEntry) error {
+			st, err := d.Fstat()
+			if err != nil {
+				return fmt.Errorf("stat %s: %w", d.Rel(), err)
+			}
+			dirs = append(dirs, hidden.VisibleDir{Path: d.Rel(), Mode: st.Mode, UID: st.Uid, GID: st.Gid, Atime: st.Atim, Mtime: st.Mtim})
+			return nil
+		},
+		Entry: func(d *rootfs.Dir, e fs.DirEntry) error {
+			if _, ok := hs.Lookup(d.Join(e.Name())); ok && e.IsDir() {
+				return rootfs.SkipDir
+			}
+			return nil
+		},
+	})
+	return dirs, err
+}
+
+// writeLayer writes the whiteout layer open as root in one pass over
+// dirs and hides, both in hidden.ComparePaths order (dirs[0] is "."):
+// each directory is made with mkdirat(2) relative to its parent's
+// descriptor, each hidden path becomes a 0:0 character device, and once
+// the pass has left a directory (everything in it made) its owner, mode
+// and times are set relative to its parent (owner first: chown clears
+// set-id bits that chmod then restores; times last: making an entry
+// changes its directory's times). A directory is opened only when
+// something is made in it, so a leaf costs mkdirat, fchownat, fchmodat
+// and utimensat. It returns the hidden paths whose directory dirs does
+// not list, made by nothing.
+func writeLayer(root int, dirs []hidden.VisibleDir, hides []hidden.Hide) (left []hidden.Hide, err error) {
+	if len(dirs) == 0 || dirs[0].Path != "." {
+		return nil, fmt.Errorf("mirroring the repository: the directory list does not start at its root")
+	}
+	w := &layerWriter{stack: []layerDir{{VisibleDir: dirs[0], fd: root}}}
+	defer w.closeAll()
+	i, j := 1, 0
+	for i < len(dirs) || j < len(hides) {
+		if j == len(hides) || (i < len(dirs) && hidden.ComparePaths(dirs[i].Path, hides[j].Path) < 0) {
+			d := dirs[i]
+			i++
+			pfd, ok, err := w.parent(d.Path)
+			if err != nil {
+				return nil, err
+			}
+			if !ok {
+				return nil, fmt.Errorf("mirroring %s: its directory is not listed before it", d.Path)
+			}
+			name := path.Base(d.Path)
+			if err := unix.Mkdirat(pfd, name, d.Mode&0o777); err != nil {
+				return nil, fmt.Errorf("mirroring %s: %w", d.Path, err)
+			}
+			w.stack = append(w.stack, layerDir{VisibleDir: d, name: name, fd: -1})
+			continue
 		}
+		hd := hides[j]
+		j++
+		pfd, ok, err := w.parent(hd.Path)
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			left = append(left, hd)
+			continue
+		}
+		if err := unix.Mknodat(pfd, path.Base(hd.Path), unix.S_IFCHR|0o000, 0); err != nil {
+			return nil, fmt.Errorf("whiteout %s: %w", hd.Path, err)
+		}
+	}
+	for len(w.stack) > 1 {
+		if err := w.pop(); err != nil {
+			return nil, err
+		}
+	}
+	top := w.stack[0]
+	if err := setAttrs(top.fd, ".", &top.VisibleDir); err != nil {
+		return nil, fmt.Errorf("mirroring the repository's root: %w", err)
+	}
+	return left, nil
+}
+
+// layerWriter is writeLayer's stack: the directories on the way to the
+// current one, the layer's root first (never closed here).
+type layerWriter struct {
+	stack []layerDir
+}
+
+// layerDir is a directory made in the layer: its name in its parent, and
+// its descriptor once something is made in it (-1 before).
+type layerDir struct {
+	hidden.VisibleDir
+	name string
+	fd   int
+}
+
+// parent leaves the directories that do not hold p (setting their
+// attributes) and returns the descriptor of p's directory, opened if need
+// be; false when p's directory is not the current one (not listed).
+func (w *layerWriter) parent(p string) (int, bool, error) {
+	dir := path.Dir(p)
+	for len(w.stack) > 1 && !within(dir, w.stack[len(w.stack)-1].Path) {
+		if err := w.pop(); err != nil {
+			return -1, false, err
+		}
+	}
+	top := &w.stack[len(w.stack)-1]
+	if top.Path != dir {
+		return -1, false, nil
+	}
+	if top.fd < 0 {
+		fd, err := unix.Openat(w.stack[len(w.stack)-2].fd, top.name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return -1, false, fmt.Errorf("mirroring %s: %w", top.Path, err)
+		}
+		top.fd = fd
+	}
+	return top.fd, true, nil
+}
+
+// pop closes the current directory, which the pass has left, and sets
+// its attributes relative to its parent.
+func (w *layerWriter) pop() error {
+	d := w.stack[len(w.stack)-1]
+	w.stack = w.stack[:len(w.stack)-1]
+	if d.fd >= 0 {
+		unix.Close(d.fd)
+	}
+	if err := setAttrs(w.stack[len(w.stack)-1].fd, d.name, &d.VisibleDir); err != nil {
+		return fmt.Errorf("mirroring %s: %w", d.Path, err)
 	}
 	return nil
 }
 
-// mirror is one walk of buildWhiteouts: the layer's directories open on
-// the way down, the hidden paths (in the walk's order, hidden.ComparePaths)
-// with a cursor, and the times to set at the end.
-type mirror struct {
-	wh    *rootfs.Dir
-	stack []mirrored
-	hides []hidden.Hide
-	done  []bool
-	next  int
-	times []dirTimes
+func (w *layerWriter) closeAll() {
+	for _, d := range w.stack[1:] {
+		if d.fd >= 0 {
+			unix.Close(d.fd)
+		}
+	}
+	w.stack = w.stack[:1]
 }
 
-// mirrored is a directory of the layer, open.
-type mirrored struct {
-	rel string
-	fd  int
-}
-
-type dirTimes struct {
-	rel string
-	ts  [2]unix.Timespec
-}
-
-// dir mirrors the repository directory d, which the walk entered: made
-// in its parent's mirror (on the stack: the walk is depth first), with
-// d's owner and mode; its times are set at the end.
-func (m *mirror) dir(d *rootfs.Dir, _ []fs.DirEntry) error {
-	st, err := d.Fstat()
-	if err != nil {
+// setAttrs gives the directory name of dirfd (dirfd itself for ".")
+// the owner, mode and times of d, in that order.
+func setAttrs(dirfd int, name string, d *hidden.VisibleDir) error {
+	if err := unix.Fchownat(dirfd, name, int(d.UID), int(d.GID), unix.AT_SYMLINK_NOFOLLOW); err != nil {
 		return err
 	}
-	rel := d.Rel()
-	fd := m.wh.Fd()
-	if rel != "." {
-		parent := path.Dir(rel)
-		for len(m.stack) > 0 && m.stack[len(m.stack)-1].rel != parent {
-			m.pop()
-		}
-		pfd := m.wh.Fd()
-		if len(m.stack) > 0 {
-			pfd = m.stack[len(m.stack)-1].fd
-		}
-		name := path.Base(rel)
-		if err := unix.Mkdirat(pfd, name, 0o700); err != nil && !errors.Is(err, unix.EEXIST) {
-			return fmt.Errorf("mirroring %s: %w", rel, err)
-		}
-		if fd, err = unix.Openat(pfd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0); err != nil {
-			return fmt.Errorf("mirroring %s: %w", rel, err)
-		}
-		m.stack = append(m.stack, mirrored{rel: rel, fd: fd})
+	if err := unix.Fchmodat(dirfd, name, d.Mode&0o7777, 0); err != nil {
+		return err
 	}
-	// Owner first: chown may clear set-id bits that chmod then restores.
-	if err := unix.Fchown(fd, int(st.Uid), int(st.Gid)); err != nil {
-		return fmt.Errorf("mirroring %s: %w", rel, err)
+	return unix.UtimesNanoAt(dirfd, name, []unix.Timespec{d.Atime, d.Mtime}, unix.AT_SYMLINK_NOFOLLOW)
+}
+
+// retime sets again the times of the mirrored directories (dirs) above
+// the paths made in the layer open as root after writeLayer's pass.
+func retime(root int, dirs []hidden.VisibleDir, late []string) error {
+	done := map[string]bool{}
+	for _, p := range late {
+		for p != "." {
+			p = path.Dir(p)
+			if done[p] {
+				break
+			}
+			done[p] = true
+			i, ok := slices.BinarySearchFunc(dirs, p, func(d hidden.VisibleDir, p string) int { return hidden.ComparePaths(d.Path, p) })
+			if !ok {
+				continue
+			}
+			if err := unix.UtimesNanoAt(root, p, []unix.Timespec{dirs[i].Atime, dirs[i].Mtime}, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+				return fmt.Errorf("mirroring the times of %s: %w", p, err)
+			}
+		}
 	}
-	if err := unix.Fchmod(fd, st.Mode&0o7777); err != nil {
-		return fmt.Errorf("mirroring %s: %w", rel, err)
-	}
-	m.times = append(m.times, dirTimes{rel: rel, ts: [2]unix.Timespec{st.Atim, st.Mtim}})
 	return nil
-}
-
-// entry makes the whiteout of e when it is hidden, and keeps the walk out
-// of a hidden directory. The hidden paths come in the walk's order, so
-// one cursor finds them; a hidden path the walk passes by (gone) is left
-// for buildWhiteouts.
-func (m *mirror) entry(d *rootfs.Dir, e fs.DirEntry) error {
-	if m.next >= len(m.hides) {
-		return nil
-	}
-	p := d.Join(e.Name())
-	for m.next < len(m.hides) && hidden.ComparePaths(m.hides[m.next].Path, p) < 0 {
-		m.next++
-	}
-	if m.next >= len(m.hides) || m.hides[m.next].Path != p {
-		return nil
-	}
-	fd := m.wh.Fd()
-	for len(m.stack) > 0 && m.stack[len(m.stack)-1].rel != d.Rel() {
-		m.pop()
-	}
-	if len(m.stack) > 0 {
-		fd = m.stack[len(m.stack)-1].fd
-	}
-	if err := unix.Mknodat(fd, e.Name(), unix.S_IFCHR|0o000, 0); err != nil {
-		return fmt.Errorf("whiteout %s: %w", p, err)
-	}
-	m.done[m.next] = true
-	m.next++
-	return rootfs.SkipDir
-}
-
-func (m *mirror) pop() {
-	unix.Close(m.stack[len(m.stack)-1].fd)
-	m.stack = m.stack[:len(m.stack)-1]
-}
-
-func (m *mirror) closeAll() {
-	for len(m.stack) > 0 {
-		m.pop()
-	}
 }
 
 // mirrorDir creates the directory rel in the whiteout layer with the mode,
@@ -799,7 +883,78 @@ func (l *Layout) Close() error {
 	if left, err := mountinfo.GetMounts(mountinfo.PrefixFilter(l.Dir)); err != nil || len(left) > 0 {
 		return fmt.Errorf("closing %s: %w: %d mounts left", l.Dir, errdefs.ErrFailedPrecondition, len(left))
 	}
-	return os.RemoveAll(l.Dir)
+	return removeTree(l.Dir)
+}
+
+// removeTree removes dir and everything below it, never following a link
+// (each directory is opened O_NOFOLLOW relative to its parent, each entry
+// removed relative to it); a missing dir is fine. It is os.RemoveAll
+// shaped for the whiteout layer, most of whose directories are empty
+// leaves: a directory is first removed with unlinkat(AT_REMOVEDIR), one
+// system call, and only opened and listed when that fails with
+// ENOTEMPTY, where os.RemoveAll unlinks first (EISDIR) and then opens and
+// lists every directory.
+func removeTree(dir string) error {
+	parent, err := unix.Open(filepath.Dir(dir), unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if errors.Is(err, unix.ENOENT) {
+		return nil
+	}
+	if err != nil {
+		return &os.PathError{Op: "open", Path: filepath.Dir(dir), Err: err}
+	}
+	defer unix.Close(parent)
+	return removeAt(parent, filepath.Base(dir), dir)
+}
+
+// removeAt removes the entry name of the directory parent, a directory
+// or not, with everything below it; full names it in errors.
+func removeAt(parent int, name, full string) error {
+	err := unix.Unlinkat(parent, name, unix.AT_REMOVEDIR)
+	switch {
+	case err == nil, errors.Is(err, unix.ENOENT):
+		return nil
+	case errors.Is(err, unix.ENOTDIR):
+		if err := unix.Unlinkat(parent, name, 0); err != nil && !errors.Is(err, unix.ENOENT) {
+			return &os.PathError{Op: "unlinkat", Path: full, Err: err}
+		}
+		return nil
+	case !errors.Is(err, unix.ENOTEMPTY) && !errors.Is(err, unix.EEXIST):
+		return &os.PathError{Op: "unlinkat", Path: full, Err: err}
+	}
+	fd, err := unix.Openat(parent, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return &os.PathError{Op: "openat", Path: full, Err: err}
+	}
+	f := os.NewFile(uintptr(fd), full)
+	// All entries first: removing while listing may skip some (the
+	// directory is reshuffled under the offset).
+	entries, err := f.ReadDir(-1)
+	if err != nil {
+		f.Close()
+		return err
+	}
+	var errs []error
+	for _, e := range entries {
+		if e.IsDir() {
+			errs = append(errs, removeAt(fd, e.Name(), full+"/"+e.Name()))
+			continue
+		}
+		err := unix.Unlinkat(fd, e.Name(), 0)
+		if errors.Is(err, unix.EISDIR) {
+			err = removeAt(fd, e.Name(), full+"/"+e.Name())
+		}
+		if err != nil && !errors.Is(err, unix.ENOENT) {
+			errs = append(errs, &os.PathError{Op: "unlinkat", Path: full + "/" + e.Name(), Err: err})
+		}
+	}
+	f.Close()
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	if err := unix.Unlinkat(parent, name, unix.AT_REMOVEDIR); err != nil && !errors.Is(err, unix.ENOENT) {
+		return &os.PathError{Op: "unlinkat", Path: full, Err: err}
+	}
+	return nil
 }
 
 // unmountUnder unmounts every mount at or below dir, deepest first, with

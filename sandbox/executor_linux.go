@@ -11,7 +11,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/containerd/containerd/api/types/runc/options"
 	containerd "github.com/containerd/containerd/v2/client"
 	"github.com/containerd/containerd/v2/pkg/namespaces"
 	"github.com/containerd/errdefs"
@@ -29,8 +28,13 @@ type Config struct {
 	// StateDir holds sessions, FIFOs and the shim's runc root; "" means
 	// DefaultStateDir. It may not contain ':' or ',' (overlay options).
 	StateDir string
-	// Runtime is the containerd shim; "" means DefaultRuntime.
+	// Runtime names the OCI runtime: a name of the runtime table
+	// (Runtimes: runc, crun, runsc) or a containerd shim type
+	// io.containerd.<name>.v<N>; "" means DefaultRuntime.
 	Runtime string
+	// RuntimeBinary replaces the runtime's binary (a path, or a command
+	// name in PATH) for the runc v2 shim; "" means the table's.
+	RuntimeBinary string
 	// Image is the tools image; "" means DefaultImageRef, which is built
 	// from host binaries on first use.
 	Image string
@@ -56,6 +60,7 @@ type Config struct {
 // safe for concurrent use. The caller must call Close.
 type Executor struct {
 	cfg   Config
+	oci   *ociRuntime
 	audit *audit.Logger
 	// warm is the executor-wide cap on containers created ahead.
 	warm warmCap
@@ -137,6 +142,10 @@ func New(ctx context.Context, cfg Config) (*Executor, error) {
 	if !filepath.IsAbs(cfg.StateDir) || strings.ContainsAny(cfg.StateDir, ":,\n") {
 		return nil, fmt.Errorf("state directory %q: %w: want an absolute path without ':', ',' or newlines", cfg.StateDir, errdefs.ErrInvalidArgument)
 	}
+	oci, err := resolveRuntime(cfg.Runtime, cfg.RuntimeBinary, cfg.StateDir)
+	if err != nil {
+		return nil, err
+	}
 	if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
 		if errors.Is(err, os.ErrPermission) {
 			return nil, fmt.Errorf("%w: creating state directory %s: corral needs root (the session mounts are root's)", errdefs.ErrPermissionDenied, cfg.StateDir)
@@ -147,7 +156,7 @@ func New(ctx context.Context, cfg Config) (*Executor, error) {
 	if err != nil {
 		return nil, fmt.Errorf("opening the audit log: %w", err)
 	}
-	e := &Executor{cfg: cfg, audit: log, warm: make(warmCap, cfg.MaxWarm)}
+	e := &Executor{cfg: cfg, oci: oci, audit: log, warm: make(warmCap, cfg.MaxWarm)}
 	r, err := e.Sweep(ctx)
 	e.noteSwept(r)
 	if err != nil {
@@ -238,15 +247,6 @@ func (e *Executor) Config() Config { return e.cfg }
 // Context returns ctx in the executor's containerd namespace.
 func (e *Executor) Context(ctx context.Context) context.Context {
 	return namespaces.WithNamespace(ctx, e.cfg.Namespace)
-}
-
-func (e *Executor) runtimeOptions() any {
-	if e.cfg.Runtime != DefaultRuntime {
-		return nil
-	}
-	// The runc.v2 shim's default state root is shared by every containerd
-	// on the host; keep ours under the state directory.
-	return &options.Options{Root: filepath.Join(e.cfg.StateDir, "runc")}
 }
 
 // runtimeParts are what every container of the executor is made from,

@@ -36,9 +36,6 @@ const DefaultAddress = "/run/containerd/containerd.sock"
 // DefaultStateDir holds sessions, the runc state root and FIFOs.
 const DefaultStateDir = "/var/lib/corral"
 
-// DefaultRuntime is the containerd shim used unless another is named.
-const DefaultRuntime = "io.containerd.runc.v2"
-
 const snapshotter = "overlayfs"
 
 // ContainerUID and ContainerGID are the user every tool runs as.

@@ -205,8 +205,8 @@ func (r *runner) create(ctx context.Context) (_ *container, retErr error) {
 		containerd.WithSnapshotter(snapshotter),
 		containerd.WithNewSnapshot(id, rt.image),
 		containerd.WithContainerLabels(labels),
-		containerd.WithRuntime(e.cfg.Runtime, e.runtimeOptions()),
-		containerd.WithNewSpec(specOpts(r.planFor(id, rt.init))...),
+		e.withRuntime(),
+		containerd.WithNewSpec(e.oci.spec(specOpts(r.planFor(id, rt.init)))...),
 	)
 	if err != nil {
 		return nil, e.wrapContainerd("creating container "+id, err)

@@ -20,12 +20,13 @@ import (
 
 // globalFlags are the trusted launcher's choices shared by every command.
 type globalFlags struct {
-	address   string
-	namespace string
-	stateDir  string
-	runtime   string
-	image     string
-	audit     string
+	address    string
+	namespace  string
+	stateDir   string
+	runtime    string
+	runtimeBin string
+	image      string
+	audit      string
 
 	// configPath, logLevel and allowForeign are the configuration's own
 	// flags (config.go); cfg is the resolved configuration (prepare),
@@ -41,7 +42,7 @@ type globalFlags struct {
 // are created on the call (a container prepared ahead would only be
 // thrown away when the process ends). The long-lived server turns that off.
 func (g *globalFlags) config(log io.Writer) sandbox.Config {
-	return sandbox.Config{Address: g.address, Namespace: g.namespace, StateDir: g.stateDir, Runtime: g.runtime, Image: g.image, Log: g.progress(log, defaultCLILevel), Cold: true,
+	return sandbox.Config{Address: g.address, Namespace: g.namespace, StateDir: g.stateDir, Runtime: g.runtime, RuntimeBinary: g.runtimeBin, Image: g.image, Log: g.progress(log, defaultCLILevel), Cold: true,
 		AuditFile: g.audit}
 }
 
@@ -60,7 +61,8 @@ func newRootCommand() *cobra.Command {
 	pf.StringVar(&g.address, "address", "", "containerd socket (default $CORRAL_ADDRESS, $CONTAINERD_ADDRESS, config address, else "+sandbox.DefaultAddress+")")
 	pf.StringVar(&g.namespace, "namespace", sandbox.DefaultNamespace, "containerd namespace")
 	pf.StringVar(&g.stateDir, "state-dir", sandbox.DefaultStateDir, "corral's state directory (sessions, mounts, FIFOs)")
-	pf.StringVar(&g.runtime, "runtime", sandbox.DefaultRuntime, "containerd runtime (shim) name")
+	pf.StringVar(&g.runtime, "runtime", sandbox.DefaultRuntime, "OCI runtime: "+sandbox.RuntimeNames()+" (docs/runtimes.md), or a containerd shim type io.containerd.<name>.v<N>")
+	pf.StringVar(&g.runtimeBin, "runtime-binary", "", "the runtime's binary (a path, or a name in PATH) instead of the runtime's own; runc v2 shim runtimes only")
 	pf.StringVar(&g.audit, "audit", "", "also append the audit events (JSON lines) to FILE; they always go to STATE-DIR/audit.log")
 	pf.StringVar(&g.image, "image", "", "tools image (default "+sandbox.DefaultImageRef+", built from this machine's binaries on first use)")
 	g.addConfigFlags(pf)

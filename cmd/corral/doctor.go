@@ -190,8 +190,8 @@ func runDoctor(ctx context.Context, h host, g *globalFlags) []checkResult {
 	out = append(out, checkOverlay(h), checkCgroups(h), checkSeccomp(h), checkOpenat2(h), checkLandlock(h))
 	out = append(out, checkResult{Name: "userns", Status: statusOK, Detail: "not needed: corral's containers run as uid 65534 without a user namespace"})
 	out = append(out, checkContainerd(ctx, h, cfg)...)
-	for _, rt := range []string{"runc", "crun", "runsc"} {
-		out = append(out, checkRuntime(ctx, h, rt, cfg))
+	for _, rt := range sandbox.Runtimes() {
+		out = append(out, checkRuntime(ctx, h, rt.Name, cfg))
 	}
 	out = append(out, checkInit(h))
 	out = append(out, checkStateDir(h, cfg.StateDir)...)
@@ -316,10 +316,9 @@ var runtimeVersion = regexp.MustCompile(`(?m)^(?:runc|crun|runsc) version (\S+)`
 
 func checkRuntime(ctx context.Context, h host, rt string, cfg config.Config) checkResult {
 	name := "runtime " + rt
-	selected := strings.Contains(cfg.Runtime, rt)
-	if rt == "runc" && cfg.Runtime == sandbox.DefaultRuntime {
-		selected = true
-	}
+	// The runtime's name (sandbox.Runtimes), or a shim type that names it
+	// (io.containerd.runsc.v1); the runc v2 shim's own binary is runc.
+	selected := cfg.Runtime == rt || strings.Contains(cfg.Runtime, "."+rt+".") || rt == "runc" && cfg.Runtime == sandbox.RuncShim
 	path, err := h.lookPath(rt)
 	if err != nil {
 		r := checkResult{Name: name, Status: statusWarn, Detail: rt + " is not on PATH (optional)", Fix: "apt-get install " + rt}

@@ -268,6 +268,14 @@ func main() {
 				return
 			}
 		}
+	case "rlimit-cpu":
+		// RLIMIT_CPU as getrlimit(2) reports it: "soft hard" in seconds.
+		var r syscall.Rlimit
+		if err := syscall.Getrlimit(syscall.RLIMIT_CPU, &r); err != nil {
+			fmt.Println(errno(err))
+			return
+		}
+		fmt.Println(r.Cur, r.Max)
 	case "forkbomb":
 		// Start children until fork fails; report how it failed.
 		var kids []*exec.Cmd

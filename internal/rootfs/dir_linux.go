@@ -99,6 +99,11 @@ func (d *Dir) Open(unsafePath string, how Resolve, flags int) (*os.File, error) 
 	}
 	oh := &unix.OpenHow{Flags: uint64(flags | unix.O_CLOEXEC), Resolve: uint64(how)}
 	fd, err := retryEAGAIN(func() (int, error) { return d.sys.openat2(d.Fd(), unsafePath, oh) })
+	if err != nil && withoutOpenat2(err) && how == NoSymlinks && validName(unsafePath) {
+		// One name under NoSymlinks needs no resolution: openat(2) with
+		// O_NOFOLLOW refuses a link there (ELOOP) as openat2 would.
+		return d.OpenEntry(unsafePath, flags, 0)
+	}
 	if err != nil {
 		return nil, &os.PathError{Op: "openat2", Path: unsafePath, Err: err}
 	}
@@ -235,6 +240,14 @@ func (d *Dir) MkdirAll(unsafePath string, mode uint32) (*Dir, error) {
 		cur = next
 	}
 	return cur, nil
+}
+
+// withoutOpenat2 reports whether err says openat2(2) is not there: ENOSYS
+// from a kernel before 5.6 or from gVisor's runsc 20221219 (Debian 12),
+// EPERM from a seccomp filter that does not know the call (runsc applies
+// the spec's filter with its own, older, syscall table).
+func withoutOpenat2(err error) bool {
+	return errors.Is(err, unix.ENOSYS) || errors.Is(err, unix.EPERM)
 }
 
 // validName reports whether name is one path component other than "."

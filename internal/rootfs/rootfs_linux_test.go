@@ -327,3 +327,26 @@ func TestReadDirBounded(t *testing.T) {
 	}
 	require.Equal(t, []string{"a", "b", "c", "d"}, names)
 }
+
+// TestWithoutOpenat2: where openat2 is missing (ENOSYS, or EPERM from a
+// seccomp filter that does not know it, as under gVisor's runsc 20221219)
+// one name under NoSymlinks still opens, through openat(2) with
+// O_NOFOLLOW, and a link there is still refused; anything that needs
+// resolution fails.
+func TestWithoutOpenat2(t *testing.T) {
+	for _, errno := range []unix.Errno{unix.ENOSYS, unix.EPERM} {
+		d := openRoot(t, "file exact 12345678", "symlink link exact", "dir sub", "file sub/in 1")
+		d.sys = &syscalls{openat2: func(int, string, *unix.OpenHow) (int, error) { return -1, errno }}
+		data, _, err := d.ReadFile("exact", NoSymlinks, 8)
+		require.NoError(t, err, errno)
+		require.Equal(t, "12345678", string(data))
+		_, err = d.Open("link", NoSymlinks, unix.O_RDONLY)
+		require.ErrorIs(t, err, unix.ELOOP, errno)
+		_, err = d.Open("sub/in", NoSymlinks, unix.O_RDONLY)
+		require.ErrorIs(t, err, errno)
+		_, err = d.Open("exact", Beneath, unix.O_RDONLY)
+		require.ErrorIs(t, err, errno)
+		_, err = d.Open("..", NoSymlinks, unix.O_RDONLY)
+		require.ErrorIs(t, err, errno)
+	}
+}

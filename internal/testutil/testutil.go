@@ -192,7 +192,8 @@ func buildTestImage(e *sandbox.Executor) error {
 		return err
 	}
 	initPath := scratch("corral-init")
-	for out, pkg := range map[string]string{ProbePath(): "./integration/probe", initPath: "./cmd/corral-init"} {
+	wrapperPath := scratch("corral-runsc")
+	for out, pkg := range map[string]string{ProbePath(): "./integration/probe", initPath: "./cmd/corral-init", wrapperPath: "./cmd/corral-runsc"} {
 		cmd := exec.Command("go", "build", "-o", out, pkg)
 		cmd.Dir = root
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
@@ -204,6 +205,10 @@ func buildTestImage(e *sandbox.Executor) error {
 	// container gets bound from the host.
 	if os.Getenv("CORRAL_INIT") == "" {
 		os.Setenv("CORRAL_INIT", initPath)
+	}
+	// And corral-runsc, the shim's binary for --runtime runsc.
+	if os.Getenv("CORRAL_RUNSC_WRAPPER") == "" {
+		os.Setenv("CORRAL_RUNSC_WRAPPER", wrapperPath)
 	}
 	// corral itself (cgo, for libseccomp) is the binary the CLI and MCP
 	// tests run; in the image it keeps `corral fs` (the file tools'

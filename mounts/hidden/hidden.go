@@ -84,6 +84,24 @@ type Set struct {
 	// binary search: a repository may hide hundreds of thousands of
 	// files one by one, and a map of them costs more than the walk.
 	hides []Hide
+	// dirs are the visible directories Compute's walk entered, sorted by
+	// ComparePaths; nil for a set read back with Unmarshal.
+	dirs []VisibleDir
+}
+
+// VisibleDir is a visible directory of the repository as Compute's walk
+// found it (fstat(2) of the descriptor it listed): what the whiteout
+// layer mirrors.
+type VisibleDir struct {
+	// Path is canonical and repository-relative; "." is the root.
+	Path string
+	// Mode is st_mode: the type and permission bits, set-id and sticky
+	// bits included.
+	Mode uint32
+	// UID and GID own the directory.
+	UID, GID uint32
+	// Atime and Mtime are its access and modification times.
+	Atime, Mtime unix.Timespec
 }
 
 // Compute walks the repository at root once and returns its hidden set.
@@ -111,7 +129,8 @@ type Set struct {
 // descriptors opened O_NOFOLLOW relative to their parent, no symlink is
 // ever followed on the way, no hidden directory is entered (it is one
 // entry of the set, its contents never listed). Symlinked or non-regular
-// ignore files are skipped, as git does.
+// ignore files are skipped, as git does. The visible directories it
+// entered are kept with their status (Dirs), for the whiteout layer.
 func Compute(root string, opts Options) (*Set, error) {
 	h, err := newSet(opts)
 	if err != nil {
@@ -187,7 +206,13 @@ func (h *Set) walk(root *rootfs.Dir, n int) error {
 		total += w.hides.len()
 	}
 	h.hides = make([]Hide, 0, total)
+	ndirs := 0
 	for _, w := range all {
+		ndirs += len(w.dirs)
+	}
+	h.dirs = make([]VisibleDir, 0, ndirs)
+	for _, w := range all {
+		h.dirs = append(h.dirs, w.dirs...)
 		maps.Copy(h.ignores, w.ignores)
 		maps.Copy(h.gitignores, w.gitignores)
 		for _, c := range w.hides {
@@ -198,6 +223,7 @@ func (h *Set) walk(root *rootfs.Dir, n int) error {
 		}
 	}
 	h.sortHides()
+	slices.SortFunc(h.dirs, func(a, b VisibleDir) int { return ComparePaths(a.Path, b.Path) })
 	if len(links) > 0 {
 		return h.hideHardLinks(root, links)
 	}
@@ -291,6 +317,18 @@ func (h *Set) Lookup(p string) (Hide, bool) {
 		return Hide{}, false
 	}
 	return h.hides[i], true
+}
+
+// Dirs returns the visible directories that Compute's walk entered, the
+// root (".") first, in ComparePaths order (a directory before what it
+// holds), with their status at that time; nil for a set read back with
+// Unmarshal, which never reads the repository. A directory below a
+// hidden one is never listed.
+func (h *Set) Dirs() []VisibleDir {
+	if h.dirs == nil {
+		return nil
+	}
+	return slices.Clone(h.dirs)
 }
 
 // Len is the number of hidden paths.
@@ -426,6 +464,7 @@ type walker struct {
 
 	ignores, gitignores map[string]*ignore.File
 	hides               chunks
+	dirs                []VisibleDir
 	// links are the visible regular files with more than one link.
 	links map[inode][]string
 }
@@ -528,11 +567,17 @@ func (w *walker) subtree(rel string) error {
 	return rootfs.Walk(d, rootfs.Visitor{Dir: w.enter, Entry: w.visit})
 }
 
-// enter reads the ignore files of the directory d, which the walk just
-// entered, if it has them: they apply to d's entries whether or not d
-// itself is ignored (as in git). A symlink or anything but a regular file
-// in their place is skipped, never opened.
+// enter records the directory d, which the walk just entered (it is
+// visible), with its status, and reads its ignore files if it has them:
+// they apply to d's entries whether or not d itself is ignored (as in
+// git). A symlink or anything but a regular file in their place is
+// skipped, never opened.
 func (w *walker) enter(d *rootfs.Dir, entries []fs.DirEntry) error {
+	st, err := d.Fstat()
+	if err != nil {
+		return fmt.Errorf("stat %s: %w", d.Rel(), err)
+	}
+	w.dirs = append(w.dirs, VisibleDir{Path: d.Rel(), Mode: st.Mode, UID: st.Uid, GID: st.Gid, Atime: st.Atim, Mtime: st.Mtim})
 	if err := w.readIgnore(d, entries, w.h.opts.IgnoreFileName, w.ignores); err != nil {
 		return err
 	}

@@ -3,6 +3,7 @@ package hidden
 import (
 	"bytes"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -12,7 +13,9 @@ import (
 
 	"github.com/containerd/errdefs"
 	"github.com/corral-sandbox/corral/internal/names"
+	"github.com/corral-sandbox/corral/internal/rootfs"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
 )
 
 func TestMain(m *testing.M) {
@@ -493,4 +496,54 @@ func BenchmarkViewHidden(b *testing.B) {
 		i++
 	}
 	_ = fmt.Sprint(i)
+}
+
+// TestDirsAreTheVisibleDirectories: the directory list the walk keeps
+// for the whiteout layer (Set.Dirs) is exactly the visible directories of
+// a plain walk that skips what the set hides, in ComparePaths order, each
+// with its own mode and owner, whether one walker or four made it; a set
+// read back from JSON has none.
+func TestDirsAreTheVisibleDirectories(t *testing.T) {
+	src := filepath.Join(runtime.GOROOT(), "src")
+	if _, err := os.Stat(src); err != nil {
+		t.Skip("no GOROOT/src")
+	}
+	for _, n := range []int{1, 4} {
+		h, err := newSet(Options{Lists: allLists})
+		require.NoError(t, err)
+		root, err := rootfs.OpenRoot(src)
+		require.NoError(t, err)
+		require.NoError(t, h.walk(root, n))
+		root.Close()
+		var want []VisibleDir
+		require.NoError(t, filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
+			require.NoError(t, err)
+			rel, _ := filepath.Rel(src, p)
+			rel = filepath.ToSlash(rel)
+			if _, hidden := h.Lookup(rel); hidden {
+				if d.IsDir() {
+					return filepath.SkipDir
+				}
+				return nil
+			}
+			if d.IsDir() {
+				var st unix.Stat_t
+				require.NoError(t, unix.Lstat(p, &st))
+				want = append(want, VisibleDir{Path: rel, Mode: st.Mode, UID: st.Uid, GID: st.Gid, Atime: st.Atim, Mtime: st.Mtim})
+			}
+			return nil
+		}))
+		got := h.Dirs()
+		require.Equal(t, len(want), len(got), "%d walkers", n)
+		for i := range want {
+			require.Equal(t, want[i].Path, got[i].Path, "%d walkers", n)
+			require.Equal(t, [3]uint32{want[i].Mode, want[i].UID, want[i].GID}, [3]uint32{got[i].Mode, got[i].UID, got[i].GID}, got[i].Path)
+			require.Equal(t, want[i].Mtime, got[i].Mtime, got[i].Path)
+		}
+		data, err := h.MarshalJSON()
+		require.NoError(t, err)
+		back, err := Unmarshal(data)
+		require.NoError(t, err)
+		require.Nil(t, back.Dirs())
+	}
 }
