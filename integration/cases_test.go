@@ -778,20 +778,24 @@ func (h *harness) inBoxSteps(x *expectation) {
 	}
 }
 
-// kernelChecks runs box, noexec, network, syscalls and argv_in_box in one
-// container of the case's session, in that order.
+// kernelChecks runs box (each step in its own container), then noexec,
+// network, syscalls and argv_in_box in one container of the case's
+// session, in that order.
 func (h *harness) kernelChecks(x *expectation) {
-	var steps []kernelStep
+	// Box steps run as the tool itself, each in its own container: a
+	// child of the steps' shell is under the tool's Landlock domain but
+	// its own /proc/self files are not allowed (cmd/corral-init/confine.go).
 	for _, b := range x.Box {
-		steps = append(steps, kernelStep{what: strings.Join(b.Argv, " "), argv: b.Argv, check: func(t *testing.T, out string, rc int) {
-			if b.Out != nil {
-				require.Equal(t, *b.Out, out, "%q", b.Argv)
-			}
-			for _, l := range b.Lines {
-				require.Contains(t, lines(out), l, "%q", b.Argv)
-			}
-		}})
+		key, opts := h.caseSession()
+		r := h.box(h.shared("run-"+key, false, opts...), b.Argv...)
+		if b.Out != nil {
+			require.Equal(h.t, *b.Out, out(r), "%q", b.Argv)
+		}
+		for _, l := range b.Lines {
+			require.Contains(h.t, lines(out(r)), l, "%q", b.Argv)
+		}
 	}
+	var steps []kernelStep
 	for _, p := range x.Noexec {
 		require.Contains(h.t, h.tree, p, "noexec names a file of the tree")
 		steps = append(steps, kernelStep{what: "exec " + p, argv: []string{"probe", "exec", path.Join(mounts.ContainerRoot, p)}, check: func(t *testing.T, out string, rc int) {

@@ -154,41 +154,47 @@ func TestKernelRefusesLinksAndFdExec(t *testing.T) {
 	require.Empty(t, cs.Changes)
 }
 
-// TestProcShowsNoHostPaths (issue 9, item 3): PID 1's (corral-init's)
-// mount table through /proc is masked (empty), so it names no host path
-// (the state directory, the repository, an overlay's layers); the kernel's
-// command line is empty, and the environment, the tool's and PID 1's, is
-// exactly the fixed one, whatever the supervisor's holds. What a tool needs
-// of /proc still reads: its own status and memory map. The tool is PID 1's
-// child, so the masks of the spec (paths fixed at start) cannot reach its
-// own /proc/self rows.
+// TestProcShowsNoHostPaths (issue 9, item 3): no mount table a tool can
+// reach through /proc names a host path (the state directory, the
+// repository, an overlay's layers). The tool's own (/proc/self,
+// /proc/thread-self, /proc/mounts) are refused by Landlock (EACCES), which
+// corral-init's stage sets in the tool's process before its exec: the
+// spec's masks, being mounts on paths fixed at the start, reach only PID 1.
+// PID 1's rows (corral-init's) are masked and refused, the kernel's
+// command line too; the tool's environment is exactly the fixed one,
+// whatever the supervisor's holds. What a tool needs of /proc still reads:
+// its own status and memory map.
 func TestProcShowsNoHostPaths(t *testing.T) {
 	t.Setenv("CORRAL_CANARY", "canary-"+secret)
 	repo := newRepo(t, map[string]string{"README.md": "readme\n", "openwiki/a.md": "# a\n"})
 	s := newSession(t, repo)
 	state := testutil.StateDir(t)
 	for _, p := range []string{
+		"/proc/self/mountinfo", "/proc/self/mounts", "/proc/self/mountstats",
+		"/proc/thread-self/mountinfo", "/proc/mounts",
 		"/proc/1/mountinfo", "/proc/1/mounts", "/proc/1/mountstats",
 		"/proc/1/task/1/mountinfo", "/proc/1/task/1/mounts",
+		"/proc/1/environ", "/proc/cmdline",
 	} {
 		res := inBox(t, s, "probe", "read", p)
 		got := out(res)
 		for _, bad := range []string{state, repo, "lowerdir=", "upperdir=", "workdir="} {
 			require.NotContains(t, got, bad, "%s names a host path", p)
 		}
-		// Masked: it reads, and reads empty (an errno would be a line).
-		require.Equal(t, 0, res.ExitCode, "%s: %s", p, res.Stderr)
-		require.Equal(t, "", got, p)
+		require.Equal(t, "EACCES\n", got, p)
 	}
-	require.Equal(t, "", out(inBox(t, s, "probe", "read", "/proc/cmdline")))
+	// Listing /proc (every pid's directory) is refused too.
+	ls := inBox(t, s, "busybox", "ls", "/proc")
+	require.Equal(t, 1, ls.ExitCode)
+	require.Equal(t, "", out(ls))
+	require.Contains(t, string(ls.Stderr), "/proc': Permission denied")
 
-	env := strings.Join(profiles.Env, "\x00") + "\x00"
-	for _, p := range []string{"/proc/self/environ", "/proc/1/environ"} {
-		res := inBox(t, s, "probe", "read", p)
-		require.Equal(t, env, out(res), p)
-		requireNoLeak(t, res, secret, "CORRAL_CANARY")
-	}
+	res := inBox(t, s, "probe", "read", "/proc/self/environ")
+	require.Equal(t, strings.Join(profiles.Env, "\x00")+"\x00", out(res))
+	requireNoLeak(t, res, secret, "CORRAL_CANARY")
 
-	require.Contains(t, out(inBox(t, s, "probe", "read", "/proc/self/status")), "Seccomp:\t2")
+	status := out(inBox(t, s, "probe", "read", "/proc/self/status"))
+	require.Contains(t, status, "Seccomp:\t2")
+	require.Contains(t, status, "NoNewPrivs:\t1")
 	require.Contains(t, out(inBox(t, s, "probe", "read", "/proc/self/maps")), "/usr/bin/probe")
 }

@@ -23,8 +23,10 @@ import (
 // A mask is a mount on one existing /proc entry, made by the runtime's
 // init while it is PID 1 and the only process: it cannot cover a /proc/<pid>
 // that appears later (a child of PID 1, a thread's /proc/<tid>), nor follow
-// "self" to another pid. docs/design.md says what a tool can still read in
-// /proc and why.
+// "self" to another pid: the tool, PID 1's child, is kept out of /proc by
+// Landlock, which corral-init sets in the tool's process before its exec
+// (cmd/corral-init/confine.go). docs/design.md says what a tool can still
+// read in /proc and why.
 var procMasks = []string{
 	"/proc/1/mountinfo",
 	"/proc/1/mounts",

@@ -38,7 +38,6 @@ var allowedUnmeasured = map[string]string{
 	"restart_syscall": "the kernel restarts an interrupted sleep",
 	"kill":            "corral-init kills what is left at the deadline",
 	// corral-init as PID 1 starting the tool as its child (Go's os/exec).
-	"pipe2": "os/exec's exec-error pipe", "wait4": "reaping the tool",
 	"waitid": "reaping the tool with a pidfd", "pidfd_open": "os/exec", "pidfd_send_signal": "os/exec",
 }
 

@@ -65,6 +65,10 @@ func fail(code int, s string) {
 }
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == stageArg {
+		// The tool's own process, between fork and the tool's exec.
+		os.Exit(confineAndExec(os.Args[2:]))
+	}
 	// Before anything else: no signal from inside the container ends
 	// PID 1, and none is forwarded.
 	signal.Notify(make(chan os.Signal, 1))
@@ -131,10 +135,24 @@ func supervise(argv []string) int {
 	}
 }
 
-// start resolves argv[0] against PATH and starts it with corral-init's
-// environment, working directory and standard streams; it returns the
-// child's pid, or exits 127 (not found) or 126 (found, not runnable).
+// start starts the tool's process: corral-init again, from the same file
+// (/proc/self/exe), in its confining stage (confineAndExec), which execs
+// argv with corral-init's environment, working directory and standard
+// streams. It returns the child's pid, which stays the tool's; the stage
+// exits 127 (not found) or 126 (not runnable, or not confined) itself.
 func start(argv []string) int {
+	attr := &syscall.ProcAttr{Env: os.Environ(), Files: []uintptr{0, 1, 2}}
+	pid, err := syscall.ForkExec(selfExe, append([]string{"corral-init", stageArg}, argv...), attr)
+	if err != nil {
+		fail(126, "start "+argv[0]+": "+err.Error())
+	}
+	return pid
+}
+
+// execTool resolves argv[0] against PATH and execs it in place of the
+// calling process; it returns only when it cannot: 127 when no PATH
+// directory holds argv[0], 126 when one does and the exec failed.
+func execTool(argv []string) int {
 	env := os.Environ()
 	path := ""
 	for _, kv := range env {
@@ -142,22 +160,19 @@ func start(argv []string) int {
 			path = kv[5:]
 		}
 	}
-	attr := &syscall.ProcAttr{Env: env, Files: []uintptr{0, 1, 2}}
 	for _, dir := range filepath.SplitList(path) {
 		if dir == "" {
 			continue
 		}
 		full := dir + "/" + argv[0]
-		pid, err := syscall.ForkExec(full, argv, attr)
-		if err == nil {
-			return pid
-		}
+		err := syscall.Exec(full, argv, env)
 		if !errors.Is(err, syscall.ENOENT) && !errors.Is(err, syscall.ENOTDIR) {
-			fail(126, "exec "+full+": "+err.Error())
+			os.Stderr.WriteString("corral-init: exec " + full + ": " + err.Error() + "\n")
+			return 126
 		}
 	}
-	fail(127, argv[0]+": command not found")
-	return 0
+	os.Stderr.WriteString("corral-init: " + argv[0] + ": command not found\n")
+	return 127
 }
 
 // readFile reads the control file (a regular file, no link on the way

@@ -22,6 +22,7 @@ import (
 	"github.com/containerd/containerd/v2/pkg/namespaces"
 	"github.com/containerd/errdefs"
 	"github.com/corral-sandbox/corral/internal/config"
+	"github.com/corral-sandbox/corral/internal/landlock"
 	"github.com/corral-sandbox/corral/sandbox"
 	"github.com/spf13/cobra"
 	"golang.org/x/sys/unix"
@@ -59,6 +60,8 @@ type host struct {
 	output   func(ctx context.Context, name string, args ...string) ([]byte, error)
 	geteuid  func() int
 	openat2  func() error
+	// landlock answers the kernel's Landlock ABI version.
+	landlock func() (int, error)
 	findInit func() string
 	// containerd answers containerd's version at address and whether
 	// image is in namespace ns.
@@ -84,6 +87,7 @@ func realHost() host {
 			}
 			return err
 		},
+		landlock:   landlock.ABI,
 		findInit:   sandbox.FindInit,
 		containerd: probeContainerd,
 		daemon:     probeDaemon,
@@ -183,7 +187,7 @@ func runDoctor(ctx context.Context, h host, g *globalFlags) []checkResult {
 	var out []checkResult
 	out = append(out, checkConfig(g))
 	out = append(out, checkRoot(h))
-	out = append(out, checkOverlay(h), checkCgroups(h), checkSeccomp(h), checkOpenat2(h))
+	out = append(out, checkOverlay(h), checkCgroups(h), checkSeccomp(h), checkOpenat2(h), checkLandlock(h))
 	out = append(out, checkResult{Name: "userns", Status: statusOK, Detail: "not needed: corral's containers run as uid 65534 without a user namespace"})
 	out = append(out, checkContainerd(ctx, h, cfg)...)
 	for _, rt := range sandbox.Runtimes() {
@@ -274,6 +278,24 @@ func checkOpenat2(h host) checkResult {
 	}
 	return checkResult{Name: "openat2", Status: statusFail, Detail: "openat2 failed: " + err.Error() + " (a seccomp filter around corral itself?)",
 		Fix: "run corral where openat2 is allowed (not inside a container whose seccomp profile blocks it)"}
+}
+
+// checkLandlock reports whether corral-init can confine each tool's reads
+// with Landlock (no /proc or /sys but the tool's own harmless files). The
+// containers of runc and crun share this kernel; runsc's (gVisor) do not
+// have Landlock, and their /proc is gVisor's own, naming no host path.
+func checkLandlock(h host) checkResult {
+	const name = "landlock"
+	abi, err := h.landlock()
+	switch {
+	case err == nil:
+		return checkResult{Name: name, Status: statusOK, Detail: fmt.Sprintf("Landlock ABI %d: corral-init confines each tool's reads (no /proc mount tables)", abi)}
+	case errors.Is(err, landlock.ErrUnavailable):
+		return checkResult{Name: name, Status: statusWarn,
+			Detail: "no Landlock (" + err.Error() + "): under runc and crun a tool can read its own /proc mount tables, which name host paths (the state directory, the repository)",
+			Fix:    "use a kernel with CONFIG_SECURITY_LANDLOCK and landlock in its lsm= list, or the runsc runtime"}
+	}
+	return checkResult{Name: name, Status: statusWarn, Detail: "Landlock probe failed: " + err.Error(), Fix: "run corral where landlock_create_ruleset is allowed"}
 }
 
 func checkContainerd(ctx context.Context, h host, cfg config.Config) []checkResult {

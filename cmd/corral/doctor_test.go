@@ -3,12 +3,14 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io/fs"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/corral-sandbox/corral/internal/config"
+	"github.com/corral-sandbox/corral/internal/landlock"
 	"github.com/corral-sandbox/corral/sandbox"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
@@ -49,6 +51,7 @@ func fakeHost(files map[string]string, paths map[string]fs.FileMode) host {
 		lookPath: func(n string) (string, error) { return "", errors.New("not found") },
 		geteuid:  func() int { return 0 },
 		openat2:  func() error { return nil },
+		landlock: func() (int, error) { return 7, nil },
 		findInit: func() string { return "/usr/libexec/corral/corral-init" },
 	}
 }
@@ -77,6 +80,15 @@ func TestDoctorKernelChecks(t *testing.T) {
 
 	h = fakeHost(nil, map[string]fs.FileMode{"/sys/fs/cgroup/memory": fs.ModeDir})
 	require.Contains(t, checkCgroups(h).Detail, "cgroup v1")
+
+	require.Equal(t, checkResult{Name: "landlock", Status: statusOK, Detail: "Landlock ABI 7: corral-init confines each tool's reads (no /proc mount tables)"}, checkLandlock(h))
+	for _, errno := range []error{unix.ENOSYS, unix.EOPNOTSUPP} {
+		h.landlock = func() (int, error) { return 0, fmt.Errorf("%w: %w", landlock.ErrUnavailable, errno) }
+		c := checkLandlock(h)
+		require.Equal(t, statusWarn, c.Status)
+		require.Contains(t, c.Detail, "no Landlock (landlock unavailable: "+errno.Error()+")")
+		require.NotEmpty(t, c.Fix)
+	}
 	require.Equal(t, statusFail, checkCgroups(fakeHost(nil, nil)).Status)
 }
 

@@ -27,9 +27,9 @@ corral fs edit --old FILE --new FILE --expect-sha256 HEX [--all] -- PATH`
 // JSON Response on stdout. It returns the exit status: 0 when a Response
 // was printed (success or failure of the operation), 2 for a malformed
 // command line. It refuses to run unless it is the container's first
-// process (corral-init's fs mode, PID 1) or the tool corral-init started
-// (a child of PID 1, which is corral-init at initctl.InitPath), so that
-// nobody runs it on the host by mistake.
+// process (corral-init's fs mode, PID 1) or runs beside corral-init's bind
+// at initctl.InitPath (the tool corral-init started), so that nobody runs it
+// on the host by mistake.
 func Main(args []string, stdout, stderr io.Writer) int {
 	if !inContainer() {
 		return respond(stdout, nil, errorf(CodeNotContainer, "corral fs runs only inside a corral container, as its first process"))
@@ -37,14 +37,17 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	return run(".", args, stdout, stderr)
 }
 
-// inContainer reports whether this process is PID 1, or a child of a
-// PID 1 that is corral-init.
+// inContainer reports whether this process is PID 1 or runs where
+// corral-init is bound at initctl.InitPath (a regular file; the host has
+// none). It asks neither /proc (the tool's Landlock domain refuses PID 1's
+// entries) nor getppid(2) (the seccomp allowlist has no use for it); stat(2)
+// is neither Landlock-controlled nor refused.
 func inContainer() bool {
 	if os.Getpid() == 1 {
 		return true
 	}
-	exe, err := os.Readlink("/proc/1/exe")
-	return os.Getppid() == 1 && err == nil && exe == initctl.InitPath
+	st, err := os.Stat(initctl.InitPath)
+	return err == nil && st.Mode().IsRegular()
 }
 
 func run(root string, args []string, stdout, stderr io.Writer) int {

@@ -188,14 +188,14 @@ while IFS= read -r req; do
 		unshare --pid --fork --kill-child -- setpriv --reuid=65534 --regid=65534 --clear-groups \
 		"$init" "$ctl/req$i" < /dev/null > /dev/null 2>&1) || true
 done <<EOF2
-{"version":1,"mode":"exec","argv":["ls","-la"]}
-{"version":1,"mode":"fs","argv":["read","--","docs/a.txt"]}
-{"version":1,"mode":"fs","argv":["read","--offset","1","--limit","2","--","docs/big.txt"]}
-{"version":1,"mode":"fs","argv":["list","--","."]}
-{"version":1,"mode":"fs","argv":["glob","--","**/*.txt"]}
-{"version":1,"mode":"fs","argv":["search","--include","*.txt","--ignore-case","--","alpha","."]}
-{"version":1,"mode":"fs","argv":["write","--content","$ctl/content","--","openwiki/new/w.md"]}
-{"version":1,"mode":"fs","argv":["edit","--old","$ctl/old","--new","$ctl/new","--expect-sha256","$sha","--","docs/b.txt"]}
+{"version":2,"mode":"exec","deadline_ms":10000,"argv":["ls","-la"]}
+{"version":2,"mode":"fs","deadline_ms":10000,"argv":["read","--","docs/a.txt"]}
+{"version":2,"mode":"fs","deadline_ms":10000,"argv":["read","--offset","1","--limit","2","--","docs/big.txt"]}
+{"version":2,"mode":"fs","deadline_ms":10000,"argv":["list","--","."]}
+{"version":2,"mode":"fs","deadline_ms":10000,"argv":["glob","--","**/*.txt"]}
+{"version":2,"mode":"fs","deadline_ms":10000,"argv":["search","--include","*.txt","--ignore-case","--","alpha","."]}
+{"version":2,"mode":"fs","deadline_ms":10000,"argv":["write","--content","$ctl/content","--","openwiki/new/w.md"]}
+{"version":2,"mode":"fs","deadline_ms":10000,"argv":["edit","--old","$ctl/old","--new","$ctl/new","--expect-sha256","$sha","--","docs/b.txt"]}
 EOF2
 
 # corral-init's own traces hold unshare's and setpriv's calls too. unshare
