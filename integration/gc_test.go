@@ -89,14 +89,16 @@ exec %[2]s "$@"
 `
 
 // TestGCAfterSupervisorKill: gc removes everything a supervisor killed
-// with SIGKILL left, under each runtime, with a container running or
+// with SIGKILL left, under each runtime, with a container running,
 // created and never started (runsc 20221219 cannot signal one; corral-runsc
-// deletes it instead): the containers, their tasks and the runtime's state
-// of them, sandbox processes, cgroups, leases, the session's host mounts
-// and directory.
+// deletes it instead), being created by the pool (its create held in the
+// runtime when the supervisor dies), or orphaned (its record deleted, its
+// task left: out of the task API's reach): the containers, their tasks
+// and the runtime's state of them, shims, sandbox processes, cgroups,
+// leases, the session's host mounts and directory.
 func TestGCAfterSupervisorKill(t *testing.T) {
 	forEachRuntime(t, func(t *testing.T, rt testRuntime) {
-		for _, mode := range []string{"running", "created", "creating"} {
+		for _, mode := range []string{"running", "created", "creating", "orphaned"} {
 			t.Run(mode, func(t *testing.T) { testGCAfterSupervisorKill(t, rt, mode) })
 		}
 	})
@@ -107,7 +109,7 @@ func testGCAfterSupervisorKill(t *testing.T, rt testRuntime, mode string) {
 	repo := hiddenRepo(t)
 	child := exec.Command(os.Args[0], "-test.run", "^TestCrashSupervisorChild$", "-test.count=1")
 	child.Env = append(os.Environ(), "CORRAL_IT_CRASH_REPO="+repo, "CORRAL_IT_STATE_DIR="+testutil.StateDir(t),
-		"CORRAL_IT_CRASH_RUNTIME="+rt.name, "CORRAL_IT_CRASH_MODE="+mode)
+		"CORRAL_IT_CRASH_RUNTIME="+rt.name, "CORRAL_IT_CRASH_MODE="+strings.Replace(mode, "orphaned", "created", 1))
 	gate := ""
 	if mode == "creating" {
 		info, err := sandbox.LookupRuntime(rt.name)
@@ -151,7 +153,7 @@ func testGCAfterSupervisorKill(t *testing.T, rt testRuntime, mode string) {
 				continue
 			}
 			if task, err := c.Task(ctx, nil); err == nil {
-				if st, err := task.Status(ctx); err == nil && string(st.Status) == mode {
+				if st, err := task.Status(ctx); err == nil && (string(st.Status) == mode || mode == "orphaned" && st.Status == "created") {
 					running, childSession = c.ID(), labels[sandbox.LabelSession]
 				}
 			}
@@ -166,6 +168,14 @@ func testGCAfterSupervisorKill(t *testing.T, rt testRuntime, mode string) {
 		require.NoError(t, err)
 		task, err := e.Client().TaskService().Get(ctx, &tasks.GetRequest{ContainerID: running})
 		require.Error(t, err, "the create of %s is held: no task yet (%v)", running, task)
+	}
+	if mode == "orphaned" {
+		// The record of a created container goes, its task stays (what a
+		// gc that deleted the record while the create was in flight
+		// left): a task out of the API's reach, with its shim, runtime
+		// state and cgroups.
+		require.NoError(t, e.Client().ContainerService().Delete(ctx, running))
+		ids = append(ids, running)
 	}
 	// Every container the child made, the one being created included.
 	cs, err := e.Client().Containers(ctx, filter)
