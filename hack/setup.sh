@@ -84,6 +84,9 @@ fi
 if [ "${CI:-}" = true ]; then
 	want node nodejs
 	want npm npm
+	# The daemon's examples (Python, Node) and its socket-activation test.
+	want python3 python3
+	want systemd-socket-activate systemd
 fi
 # One apt-get call, each package once.
 mapfile -t need < <(printf '%s\n' "${need[@]}" | sed '/^$/d' | sort -u)

@@ -62,15 +62,13 @@ type casesConfig struct {
 	// testdata/expect.yaml apply.
 	Runtime string
 	// Daemon is the socket of a corral daemon the calls go through instead
-	// of an executor in this process; "" means in process. Not built yet.
+	// of an executor in this process; "" means in process. Through a
+	// daemon only the cases' calls run (daemon_cases_test.go).
 	Daemon string
 }
 
 func (c casesConfig) executor(t *testing.T) *sandbox.Executor {
 	t.Helper()
-	if c.Daemon != "" {
-		t.Fatalf("running the cases through a daemon (%s) is not built yet", c.Daemon)
-	}
 	name := c.Runtime
 	if name == "" {
 		name = sandbox.DefaultRuntime
@@ -82,6 +80,10 @@ func (c casesConfig) executor(t *testing.T) *sandbox.Executor {
 func runCases(t *testing.T, cfg casesConfig) {
 	cases := loadCases(t)
 	table := loadExpectations(t, cases, cfg.Runtime)
+	if cfg.Daemon != "" {
+		runCasesThroughDaemon(t, cfg.Daemon, cases, table)
+		return
+	}
 	e := cfg.executor(t)
 	w := watchTasks(t, e)
 	for _, c := range cases {

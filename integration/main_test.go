@@ -21,6 +21,10 @@ import (
 // so a leftover is a cleanup bug in corral.
 func TestMain(m *testing.M) {
 	code := m.Run()
+	if err := stopTestDaemon(); err != nil {
+		fmt.Fprintln(os.Stderr, "FAIL:", err)
+		code = 1
+	}
 	// A child process sharing its parent's state directory (crash and
 	// throughput children) cannot tell the parent's live sessions apart.
 	if code == 0 && os.Getenv("CORRAL_IT_STATE_DIR") == "" {

@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -37,8 +38,8 @@ func refusalEvent(stage string, err error) *audit.Refusal {
 
 // auditSessionCreated records a new session before anything of it is made
 // (audit's failure policy: an event preceding an effect fails closed).
-func (e *Executor) auditSessionCreated(id string, p *Policy) error {
-	err := e.audit.Log(id, &audit.SessionCreated{Repo: p.Repo, Profile: p.Profile.Name, Capability: capability(p.Scope)})
+func (e *Executor) auditSessionCreated(ctx context.Context, id string, p *Policy) error {
+	err := e.audit.For(ctx).Log(id, &audit.SessionCreated{Repo: p.Repo, Profile: p.Profile.Name, Capability: capability(p.Scope)})
 	if err != nil {
 		return fmt.Errorf("recording the session in the audit log (nothing created): %w", err)
 	}
@@ -48,8 +49,8 @@ func (e *Executor) auditSessionCreated(id string, p *Policy) error {
 // auditOutcome records an event reporting something already done; an
 // error says what was done and that the record may be missing (audit's
 // failure policy).
-func (s *Session) auditOutcome(done string, ev audit.Event) error {
-	if err := s.exec.audit.Log(s.ID, ev); err != nil {
+func (s *Session) auditOutcome(ctx context.Context, done string, ev audit.Event) error {
+	if err := s.exec.audit.For(ctx).Log(s.ID, ev); err != nil {
 		return fmt.Errorf("%s, but the audit log could not record it: %w", done, err)
 	}
 	return nil

@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -31,7 +32,13 @@ const chargedFile = "violations.json"
 // is charged. A persistent session keeps the charged set in its state
 // directory under the session lock; an ephemeral session in memory.
 func (s *Session) CallChanges() (cs *changeset.Set, introduced []changeset.Problem, err error) {
-	cs, err = s.Changes()
+	return s.CallChangesContext(context.Background())
+}
+
+// CallChangesContext is CallChanges whose audit records name the peer ctx
+// carries (audit.ContextWithPeer).
+func (s *Session) CallChangesContext(ctx context.Context) (cs *changeset.Set, introduced []changeset.Problem, err error) {
+	cs, err = s.ChangesContext(ctx)
 	if err != nil {
 		return nil, nil, err
 	}

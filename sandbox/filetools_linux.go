@@ -99,7 +99,7 @@ type SearchOptions struct {
 // default 2000 lines; a binary file is reported, not shown. The result's
 // SHA256 is the revision Edit expects.
 func (s *Session) Read(ctx context.Context, unsafePath string, o ReadOptions) (_ *fsop.ReadResult, retErr error) {
-	defer func() { retErr = s.auditFileRefusal("read", unsafePath, retErr) }()
+	defer func() { retErr = s.auditFileRefusal(ctx, "read", unsafePath, retErr) }()
 	p, err := allowlist.CheckRead(s.view, unsafePath)
 	if err != nil {
 		return nil, err
@@ -122,7 +122,7 @@ func (s *Session) Read(ctx context.Context, unsafePath string, o ReadOptions) (_
 // List returns the entries of the directory at unsafePath ("." for the
 // repository root), hidden ones never included.
 func (s *Session) List(ctx context.Context, unsafePath string) (_ *fsop.ListResult, retErr error) {
-	defer func() { retErr = s.auditFileRefusal("list", unsafePath, retErr) }()
+	defer func() { retErr = s.auditFileRefusal(ctx, "list", unsafePath, retErr) }()
 	p, err := allowlist.CheckRead(s.view, unsafePath)
 	if err != nil {
 		return nil, err
@@ -140,7 +140,7 @@ func (s *Session) List(ctx context.Context, unsafePath string) (_ *fsop.ListResu
 // patterns that are not canonical relative paths, root-wide globs, globs
 // aimed at .git, and globs whose fixed leading directory is hidden.
 func (s *Session) Glob(ctx context.Context, pattern string, max int) (_ *fsop.GlobResult, retErr error) {
-	defer func() { retErr = s.auditFileRefusal("glob", pattern, retErr) }()
+	defer func() { retErr = s.auditFileRefusal(ctx, "glob", pattern, retErr) }()
 	refuse := func(rule string) error {
 		return &allowlist.Refusal{Kind: allowlist.KindPath, Index: -1, Token: clipToken(pattern), Rule: rule}
 	}
@@ -188,7 +188,7 @@ const MaxRegexpBytes = fsop.MaxPatternBytes
 // syntax: no backtracking blow-up) in the file or below the directory at
 // unsafePath ("." for the whole view), hidden files never included.
 func (s *Session) Search(ctx context.Context, expr, unsafePath string, o SearchOptions) (_ *fsop.SearchResult, retErr error) {
-	defer func() { retErr = s.auditFileRefusal("search", unsafePath, retErr) }()
+	defer func() { retErr = s.auditFileRefusal(ctx, "search", unsafePath, retErr) }()
 	p, err := allowlist.CheckRead(s.view, unsafePath)
 	if err != nil {
 		return nil, err
@@ -240,7 +240,7 @@ func (s *Session) Search(ctx context.Context, expr, unsafePath string, o SearchO
 // must exist with that revision (else a FileError of fsop.CodeConflict).
 // Missing parent directories inside the write scope are created.
 func (s *Session) Write(ctx context.Context, unsafePath string, content []byte, expectedSHA256 string) (_ *fsop.WriteResult, retErr error) {
-	defer func() { retErr = s.auditFileRefusal("write", unsafePath, retErr) }()
+	defer func() { retErr = s.auditFileRefusal(ctx, "write", unsafePath, retErr) }()
 	p, err := s.checkWrite(unsafePath)
 	if err != nil {
 		return nil, err
@@ -284,7 +284,7 @@ func (s *Session) Write(ctx context.Context, unsafePath string, content []byte, 
 // of fsop.CodeConflict). oldText must occur exactly once, or, with all, at
 // least once.
 func (s *Session) Edit(ctx context.Context, unsafePath, oldText, newText, expectedSHA256 string, all bool) (_ *fsop.WriteResult, retErr error) {
-	defer func() { retErr = s.auditFileRefusal("edit", unsafePath, retErr) }()
+	defer func() { retErr = s.auditFileRefusal(ctx, "edit", unsafePath, retErr) }()
 	p, err := s.checkWrite(unsafePath)
 	if err != nil {
 		return nil, err
@@ -435,7 +435,7 @@ func (s *Session) runHelper(ctx context.Context, op, p string, argv []string, ou
 	if err != nil {
 		return fmt.Errorf("%s: %w", op, err)
 	}
-	if err := s.auditOutcome(op+" ran", audit.Ran([]string{op, p}, res.ExitCode, res.Duration, res.LimitsHit)); err != nil {
+	if err := s.auditOutcome(ctx, op+" ran", audit.Ran([]string{op, p}, res.ExitCode, res.Duration, res.LimitsHit)); err != nil {
 		return err
 	}
 	if res.Killed() {
@@ -458,10 +458,10 @@ func (s *Session) runHelper(ctx context.Context, op, p string, argv []string, ou
 }
 
 // auditFileRefusal records a file tool call that the policy refused.
-func (s *Session) auditFileRefusal(op, unsafePath string, err error) error {
+func (s *Session) auditFileRefusal(ctx context.Context, op, unsafePath string, err error) error {
 	var r *allowlist.Refusal
 	if errors.As(err, &r) {
-		return s.auditRefusal(op, []string{op, unsafePath}, err)
+		return s.auditRefusal(ctx, op, []string{op, unsafePath}, err)
 	}
 	return err
 }

@@ -376,6 +376,11 @@ func (r *runner) wait(ctx context.Context, c *container, argv []string, stdout, 
 	}
 	res.Stdout, res.StdoutTruncated = c.out.bytes()
 	res.Stderr, res.StderrTruncated = c.errw.bytes()
+	// A tool that wrote past the cap and exited before the copy reached
+	// it was cut all the same: the limit is hit whichever came first.
+	if (res.StdoutTruncated || res.StderrTruncated) && !slices.Contains(res.LimitsHit, LimitOutput) {
+		res.LimitsHit = append(res.LimitsHit, LimitOutput)
+	}
 	if ctx.Err() != nil {
 		return res, fmt.Errorf("invocation %s: %w", c.id, context.Cause(ctx))
 	}

@@ -116,7 +116,7 @@ func (e *Executor) create(ctx context.Context, cfg SessionConfig, profileSource 
 	if err != nil {
 		return nil, err
 	}
-	if err := e.auditSessionCreated(id, p); err != nil {
+	if err := e.auditSessionCreated(ctx, id, p); err != nil {
 		return nil, err
 	}
 	rec := SessionRecord{
@@ -344,7 +344,7 @@ func (s *Session) fail(err error) {
 	s.mu.Unlock()
 	s.runner.stop(err)
 	s.pool.stop()
-	_ = s.auditOutcome("the session failed closed", refusalEvent("repository", err))
+	_ = s.auditOutcome(context.Background(), "the session failed closed", refusalEvent("repository", err))
 }
 
 // Err returns the error the session failed closed with (a path the rules
@@ -390,11 +390,11 @@ func (s *Session) CheckRepository() error { return s.checkRepo() }
 func (s *Session) Exec(ctx context.Context, argv []string, stdout, stderr io.Writer) (*Result, error) {
 	d, err := s.Check(argv)
 	if err != nil {
-		return nil, s.auditRefusal("invocation", argv, err)
+		return nil, s.auditRefusal(ctx, "invocation", argv, err)
 	}
 	res, err := s.execWithoutPolicy(ctx, d.Argv, stdout, stderr)
 	if err == nil {
-		err = s.auditOutcome("the command ran", audit.Ran(d.Argv, res.ExitCode, res.Duration, res.LimitsHit))
+		err = s.auditOutcome(ctx, "the command ran", audit.Ran(d.Argv, res.ExitCode, res.Duration, res.LimitsHit))
 	}
 	return res, err
 }
@@ -402,15 +402,15 @@ func (s *Session) Exec(ctx context.Context, argv []string, stdout, stderr io.Wri
 // auditRefusal records a refused invocation (argv is what the agent sent)
 // and returns err, joined with the audit error when the record could not
 // be written.
-func (s *Session) auditRefusal(stage string, argv []string, err error) error {
+func (s *Session) auditRefusal(ctx context.Context, stage string, argv []string, err error) error {
 	rule := err.Error()
 	var r *allowlist.Refusal
 	if errors.As(err, &r) {
 		rule = r.Rule
 	}
 	aerr := errors.Join(
-		s.exec.audit.Log(s.ID, &audit.Invocation{Argv: argv, Decision: audit.Refused, Rule: rule}),
-		s.exec.audit.Log(s.ID, refusalEvent(stage, err)))
+		s.exec.audit.For(ctx).Log(s.ID, &audit.Invocation{Argv: argv, Decision: audit.Refused, Rule: rule}),
+		s.exec.audit.For(ctx).Log(s.ID, refusalEvent(stage, err)))
 	if aerr != nil {
 		return errors.Join(err, fmt.Errorf("the audit log could not record the refusal: %w", aerr))
 	}
@@ -476,6 +476,12 @@ func (s *Session) call(ctx context.Context, req initctl.Request, stdout, stderr 
 // ignore rule). It waits until no call of the session is running, and
 // holds new ones back while it reads. It needs no containerd.
 func (s *Session) Changes() (*changeset.Set, error) {
+	return s.ChangesContext(context.Background())
+}
+
+// ChangesContext is Changes whose audit records name the peer ctx carries
+// (audit.ContextWithPeer).
+func (s *Session) ChangesContext(ctx context.Context) (*changeset.Set, error) {
 	s.calls.Lock()
 	defer s.calls.Unlock()
 	s.mu.Lock()
@@ -499,11 +505,11 @@ func (s *Session) Changes() (*changeset.Set, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := s.auditOutcome("collected the change set", &audit.ChangeSet{SHA256: digest, Changes: len(cs.Changes), Violations: len(cs.Violations)}); err != nil {
+	if err := s.auditOutcome(ctx, "collected the change set", &audit.ChangeSet{SHA256: digest, Changes: len(cs.Changes), Violations: len(cs.Violations)}); err != nil {
 		return nil, err
 	}
 	if err := cs.Err(); err != nil {
-		if aerr := s.auditOutcome("refused the change set", refusalEvent("changeset", err)); aerr != nil {
+		if aerr := s.auditOutcome(ctx, "refused the change set", refusalEvent("changeset", err)); aerr != nil {
 			return nil, aerr
 		}
 	}

@@ -164,6 +164,14 @@ turn; --approve TOKEN writes the changes those tokens name, all or none.
 ` + applyExitCodes,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := g.daemonClient(cmd)
+			if err != nil {
+				return err
+			}
+			if c != nil {
+				defer c.Close()
+				return applyRemote(cmd, c, af, args[0])
+			}
 			// Apply is a way into the session like any call: it rescans
 			// the repository (OpenSession without ForChanges).
 			exec, sess, cs, err := openSessionChanges(cmd, g, args[0])
@@ -225,10 +233,7 @@ func applyChangeSet(cmd *cobra.Command, af *applyFlags, log *audit.Logger, state
 	if rep == nil {
 		return applyExit(perr)
 	}
-	changes := map[string]changeset.Change{}
-	for _, c := range cs.Changes {
-		changes[c.Path] = c
-	}
+	changes := changeDiffs(cs)
 
 	var approvals []review.Approval
 	interactive := len(af.approve) == 0 && !af.json && isTerminal(cmd.InOrStdin())
@@ -372,9 +377,29 @@ func recoverAndLog(stateDir string, log *audit.Logger) ([]review.Recovered, erro
 	return recs, err
 }
 
+// diffFunc returns the patch of the change at path, or why none could be
+// made; ok is false when path is no change of the set.
+type diffFunc func(path string) (patch string, err error, ok bool)
+
+// changeDiffs renders each change of cs on demand.
+func changeDiffs(cs *changeset.Set) diffFunc {
+	changes := map[string]changeset.Change{}
+	for _, c := range cs.Changes {
+		changes[c.Path] = c
+	}
+	return func(path string) (string, error, bool) {
+		ch, ok := changes[path]
+		if !ok {
+			return "", nil, false
+		}
+		p, err := changeset.Patch(&changeset.Set{Changes: []changeset.Change{ch}})
+		return string(p), err, true
+	}
+}
+
 // prompt offers each pending change in turn and returns the approvals
 // given. A high-risk change needs the full word "yes".
-func prompt(in io.Reader, out io.Writer, rep *review.Report, changes map[string]changeset.Change) ([]review.Approval, error) {
+func prompt(in io.Reader, out io.Writer, rep *review.Report, changes diffFunc) ([]review.Approval, error) {
 	sc := bufio.NewScanner(in)
 	var approvals []review.Approval
 	n := 0
@@ -418,7 +443,7 @@ func prompt(in io.Reader, out io.Writer, rep *review.Report, changes map[string]
 }
 
 // printReport prints every change, highest risk first.
-func printReport(out io.Writer, rep *review.Report, changes map[string]changeset.Change, diff bool) {
+func printReport(out io.Writer, rep *review.Report, changes diffFunc, diff bool) {
 	fmt.Fprintf(out, "%d change(s), highest risk first:\n\n", len(rep.Items))
 	for _, it := range rep.Items {
 		printItem(out, it, changes, diff)
@@ -435,7 +460,7 @@ func printReport(out io.Writer, rep *review.Report, changes map[string]changeset
 
 // printItem prints one change: class, kind, path, token, reasons and,
 // when diff is set, its patch with control characters made visible.
-func printItem(out io.Writer, it review.Item, changes map[string]changeset.Change, diff bool) {
+func printItem(out io.Writer, it review.Item, changes diffFunc, diff bool) {
 	fmt.Fprintf(out, "%-6s  %-6s  %s  (approve: %s)\n", strings.ToUpper(it.Risk.Level.String()), it.Kind, sanitize(it.Path), it.Token)
 	for _, r := range it.Risk.Reasons {
 		fmt.Fprintf(out, "        - %s\n", sanitize(r))
@@ -443,11 +468,10 @@ func printItem(out io.Writer, it review.Item, changes map[string]changeset.Chang
 	if !diff {
 		return
 	}
-	ch, ok := changes[it.Path]
+	p, err, ok := changes(it.Path)
 	if !ok {
 		return
 	}
-	p, err := changeset.Patch(&changeset.Set{Changes: []changeset.Change{ch}})
 	if err != nil {
 		fmt.Fprintf(out, "        (no diff: %v)\n", err)
 		return

@@ -12,9 +12,12 @@ import (
 
 	"github.com/corral-sandbox/corral/allowlist"
 	"github.com/corral-sandbox/corral/internal/config"
+	"github.com/corral-sandbox/corral/mounts"
 	"github.com/corral-sandbox/corral/mounts/changeset"
 	"github.com/corral-sandbox/corral/profiles"
 	"github.com/corral-sandbox/corral/sandbox"
+	"github.com/corral-sandbox/corral/sandbox/api"
+	"github.com/corral-sandbox/corral/sandbox/client"
 	"github.com/spf13/cobra"
 )
 
@@ -27,6 +30,10 @@ type globalFlags struct {
 	runtimeBin string
 	image      string
 	audit      string
+	// daemon is the --daemon flag (resolved into cfg.DaemonSocket);
+	// noDaemon forces standalone (see daemonClient).
+	daemon   string
+	noDaemon bool
 
 	// configPath, logLevel and allowForeign are the configuration's own
 	// flags (config.go); cfg is the resolved configuration (prepare),
@@ -65,10 +72,12 @@ func newRootCommand() *cobra.Command {
 	pf.StringVar(&g.runtimeBin, "runtime-binary", "", "the runtime's binary (a path, or a name in PATH) instead of the runtime's own; runc v2 shim runtimes only")
 	pf.StringVar(&g.audit, "audit", "", "also append the audit events (JSON lines) to FILE; they always go to STATE-DIR/audit.log")
 	pf.StringVar(&g.image, "image", "", "tools image (default "+sandbox.DefaultImageRef+", built from this machine's binaries on first use)")
+	pf.StringVar(&g.daemon, "daemon", "", "go through the corral daemon on this socket (default $"+client.EnvSocket+", config daemon_socket, else "+api.DefaultSocket+" when it answers and no executor flag is given)")
+	pf.BoolVar(&g.noDaemon, "no-daemon", false, "run standalone, in this process, even when a daemon answers")
 	g.addConfigFlags(pf)
 	root.AddCommand(newVersionCommand(), newDoctorCommand(g), newManCommand())
 	root.AddCommand(newRunCommand(g), newCheckCommand(), newImageCommand(g), newGCCommand(g), newProfilesCommand(), newApplyCommand(g))
-	root.AddCommand(newSessionCommand(g), newServeCommand(g), newFSCommand())
+	root.AddCommand(newSessionCommand(g), newServeCommand(g), newFSCommand(), newDaemonCommand(g))
 	return root
 }
 
@@ -188,21 +197,86 @@ func runOnce(cmd *cobra.Command, g *globalFlags, sf *sessionFlags, diffOut strin
 	if sf.page != "" && sf.readOnly {
 		return usageError(errors.New("--page and --read-only exclude each other"))
 	}
+	cfg := sandbox.SessionConfig{Repo: sf.repo, Profile: prof, Page: sf.page, ReadOnly: sf.readOnly}
+	o := reportOptions{json: sf.json, quiet: sf.quiet, diffOut: diffOut}
+	c, err := g.daemonClient(cmd)
+	if err != nil {
+		return err
+	}
+	if c != nil {
+		// A session of the daemon for this one call, removed after it
+		// with what it wrote, as a standalone run's.
+		defer c.Close()
+		req, err := createRequest(cfg, profileSource(sf.profile))
+		if err != nil {
+			return err
+		}
+		s, err := c.CreateSession(ctx, req)
+		if err != nil {
+			return refusalOr(err)
+		}
+		defer c.DiscardSession(context.WithoutCancel(ctx), s.ID)
+		return execAndReport(cmd, &remoteSession{c: c, id: s.ID}, prof, argv, o, "")
+	}
 	log := stderr
 	if sf.quiet {
 		log = io.Discard
+	}
+	if err := g.checkPlacement(sf.repo); err != nil {
+		return err
 	}
 	exec, err := sandbox.New(ctx, g.config(log))
 	if err != nil {
 		return &exitError{code: exitFailed, err: err}
 	}
 	defer exec.Close()
-	sess, err := exec.NewSession(ctx, sandbox.SessionConfig{Repo: sf.repo, Profile: prof, Page: sf.page, ReadOnly: sf.readOnly})
+	sess, err := exec.NewSession(ctx, cfg)
 	if err != nil {
 		return refusalOr(err)
 	}
 	defer sess.Close()
-	return execAndReport(cmd, sess, prof, argv, reportOptions{json: sf.json, quiet: sf.quiet, diffOut: diffOut})
+	return execAndReport(cmd, localSession{sess}, prof, argv, o, "")
+}
+
+// caller is the session execAndReport runs a command in: one in this
+// process (localSession) or one of corral's daemon (remoteSession).
+type caller interface {
+	// call runs argv, streaming its output to stdout and stderr unless
+	// they are nil, and collects the change set after it.
+	call(ctx context.Context, argv []string, stdout, stderr io.Writer) (*callResult, error)
+	// patch renders the session's change set cs (as call returned it,
+	// without violations) as a unified patch.
+	patch(ctx context.Context, cs *changeset.Set) ([]byte, error)
+}
+
+// callResult is a call's outcome: the result, the session's change set
+// after it, the violations the call introduced and the set's summary.
+type callResult struct {
+	res        *sandbox.Result
+	cs         *changeset.Set
+	introduced []changeset.Problem
+	stat       func() string
+}
+
+// localSession is a session in this process.
+type localSession struct{ *sandbox.Session }
+
+func (l localSession) call(ctx context.Context, argv []string, stdout, stderr io.Writer) (*callResult, error) {
+	res, err := l.Exec(ctx, argv, stdout, stderr)
+	if err != nil {
+		return nil, refusalOr(err)
+	}
+	// Exit 123 belongs to the call that made a violation: a later call
+	// exits with the tool's own code while the set stays rejected.
+	cs, introduced, err := l.CallChangesContext(ctx)
+	if err != nil {
+		return nil, &exitError{code: exitFailed, err: fmt.Errorf("collecting the change set: %w", err)}
+	}
+	return &callResult{res: res, cs: cs, introduced: introduced, stat: cs.Stat}, nil
+}
+
+func (l localSession) patch(_ context.Context, cs *changeset.Set) ([]byte, error) {
+	return changeset.Patch(cs)
 }
 
 // reportOptions are how execAndReport reports.
@@ -213,8 +287,9 @@ type reportOptions struct {
 }
 
 // execAndReport runs argv in the session and reports like `corral run`:
-// streamed output or a JSON object, the change set, the exit code.
-func execAndReport(cmd *cobra.Command, sess *sandbox.Session, prof *profiles.Profile, argv []string, o reportOptions) error {
+// streamed output or a JSON object, the change set, the exit code. The
+// JSON names session id when it is not "".
+func execAndReport(cmd *cobra.Command, sess caller, prof *profiles.Profile, argv []string, o reportOptions, id string) error {
 	asJSON, diffOut := o.json, o.diffOut
 	ctx, cancel := context.WithCancelCause(cmd.Context())
 	defer cancel(nil)
@@ -224,23 +299,22 @@ func execAndReport(cmd *cobra.Command, sess *sandbox.Session, prof *profiles.Pro
 	if asJSON {
 		streamOut, streamErr = nil, nil
 	}
-	res, err := sess.Exec(ctx, argv, streamOut, streamErr)
+	cr, err := sess.call(ctx, argv, streamOut, streamErr)
 	if stdout.broken.Load() || stderr.broken.Load() {
 		// The reader went away: the tool was killed (ctx), the caller's
 		// deferred Close cleans up; no verdict can be printed.
 		return &exitError{code: exitPipe, printed: true}
 	}
 	if err != nil {
+		var ee *exitError
+		if errors.As(err, &ee) {
+			return err
+		}
 		return refusalOr(err)
 	}
-	// Exit 123 belongs to the call that made a violation: a later call
-	// exits with the tool's own code while the set stays rejected.
-	cs, introduced, err := sess.CallChanges()
-	if err != nil {
-		return &exitError{code: exitFailed, err: fmt.Errorf("collecting the change set: %w", err)}
-	}
+	res, cs, introduced := cr.res, cr.cs, cr.introduced
 	if diffOut != "" && cs.Err() == nil {
-		patch, err := changeset.Patch(cs)
+		patch, err := sess.patch(ctx, cs)
 		if err != nil {
 			return &exitError{code: exitFailed, err: err}
 		}
@@ -282,9 +356,7 @@ func execAndReport(cmd *cobra.Command, sess *sandbox.Session, prof *profiles.Pro
 		if verdict != nil {
 			out.Error = jsonErrorOf(code, verdict)
 		}
-		if rec := sess.Record(); rec != nil {
-			out.Session = rec.ID
-		}
+		out.Session = id
 		if err := writeJSON(stdout, out); err != nil || stdout.broken.Load() {
 			if stdout.broken.Load() {
 				return &exitError{code: exitPipe, printed: true}
@@ -303,7 +375,7 @@ func execAndReport(cmd *cobra.Command, sess *sandbox.Session, prof *profiles.Pro
 		fmt.Fprintf(stderr, "corral: output cut at %s per stream\n", prof.Resources.Output)
 	}
 	if len(cs.Changes) > 0 && !o.quiet {
-		fmt.Fprintf(stderr, "corral: %s", cs.Stat())
+		fmt.Fprintf(stderr, "corral: %s", cr.stat())
 	}
 	switch {
 	case len(introduced) > 0:
@@ -362,6 +434,24 @@ func describeLimit(l string, p *profiles.Profile) string {
 
 // refusalOr turns a policy refusal into exit 126 and anything else into
 // exit 125; execute prints either as JSON when asked.
+// checkPlacement refuses a repository and a state directory nested in
+// either order (mounts.CheckPaths) before sandbox.New creates the state
+// directory and its audit log, which must never land in the repository.
+// An empty repo (a session opened by ID) passes.
+func (g *globalFlags) checkPlacement(repo string) error {
+	if repo == "" {
+		return nil
+	}
+	state := g.stateDir
+	if state == "" {
+		state = sandbox.DefaultStateDir
+	}
+	if err := mounts.CheckPaths(repo, state); err != nil {
+		return &exitError{code: exitFailed, err: err}
+	}
+	return nil
+}
+
 func refusalOr(err error) error {
 	var r *allowlist.Refusal
 	if !errors.As(err, &r) {

@@ -47,3 +47,24 @@ func TestRedTeamApplyPatchHiddenPathOracle(t *testing.T) {
 	assert.NotContains(t, outIdx, "da79451794fcaf60a21bead9a1bb63f036d93261", "the hidden file's blob id is printed")
 	assert.Equal(t, "PRIVCONTENT\n", readApplied(t, filepath.Join(repo, "openwiki/priv.md")))
 }
+
+// TestRedTeamStateDirInsideRepositoryWritesNothing: a state directory
+// inside the repository is refused, but sandbox.New used to create it and
+// its audit.log there first, so the refusal itself wrote into the
+// repository ("the repository itself is never written"). Each command
+// that names a repository must refuse before anything is created.
+func TestRedTeamStateDirInsideRepositoryWritesNothing(t *testing.T) {
+	repo := t.TempDir()
+	require.NoError(t, os.MkdirAll(filepath.Join(repo, "src"), 0o755))
+	state := filepath.Join(repo, "src", "state")
+	for _, args := range [][]string{
+		{"run", "--state-dir", state, "--repo", repo, "--", "echo", "x"},
+		{"session", "create", "--state-dir", state, "--repo", repo},
+		{"serve", "--mcp", "--state-dir", state, "--repo", repo},
+	} {
+		out, code := runApplyCLI(t, nil, args...)
+		assert.Equal(t, exitFailed, code, "%v: %s", args, out)
+		assert.Contains(t, out, "inside the repository", args)
+		assert.NoDirExists(t, state, "%v created the state directory inside the repository", args)
+	}
+}

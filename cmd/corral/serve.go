@@ -10,7 +10,11 @@ import (
 	"syscall"
 
 	"github.com/corral-sandbox/corral/internal/mcpserver"
+	"github.com/corral-sandbox/corral/profiles"
 	"github.com/corral-sandbox/corral/sandbox"
+	"github.com/corral-sandbox/corral/sandbox/api"
+	"github.com/corral-sandbox/corral/sandbox/client"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/spf13/cobra"
 )
 
@@ -51,6 +55,22 @@ error, -32600 invalid request) and the server goes on serving.`,
 			sigpipe := make(chan os.Signal, 1)
 			signal.Notify(sigpipe, syscall.SIGPIPE)
 			defer signal.Stop(sigpipe)
+			if sessionID != "" && (cf.repo != "" || cf.scope != "" || cf.page != "" || cf.agentID != "" || cf.readOnly || cmd.Flags().Changed("profile")) {
+				return usageError(errors.New("--session excludes --repo, --profile, --scope, --page, --agent-id and --read-only: the session's capability was fixed when it was created"))
+			}
+			c, err := g.daemonClient(cmd)
+			if err != nil {
+				return err
+			}
+			if c != nil {
+				defer c.Close()
+				return serveRemote(cmd, c, cf, sessionID)
+			}
+			if sessionID == "" {
+				if err := g.checkPlacement(cf.repo); err != nil {
+					return err
+				}
+			}
 			cfg := g.config(stderr)
 			cfg.Cold = false // a server prepares each next container before the call
 			exec, err := sandbox.New(ctx, cfg)
@@ -61,9 +81,6 @@ error, -32600 invalid request) and the server goes on serving.`,
 			var sess *sandbox.Session
 			made := false
 			if sessionID != "" {
-				if cf.repo != "" || cf.scope != "" || cf.page != "" || cf.agentID != "" || cf.readOnly || cmd.Flags().Changed("profile") {
-					return usageError(errors.New("--session excludes --repo, --profile, --scope, --page, --agent-id and --read-only: the session's capability was fixed when it was created"))
-				}
 				if sess, err = exec.OpenSession(ctx, sessionID); err != nil {
 					return &exitError{code: exitFailed, err: err}
 				}
@@ -90,28 +107,82 @@ error, -32600 invalid request) and the server goes on serving.`,
 				}()
 				defer sess.Close()
 			}
-			rec := sess.Record()
-			scope := rec.Scope
-			if rec.ReadOnly {
-				scope = "nothing (read-only)"
-			}
-			fmt.Fprintf(stderr, "corral: serving session %s over MCP (repository %s, profile %s, writable: %s)\n", rec.ID, rec.Repo, rec.ProfileName, scope)
-			srv := mcpserver.New(sess, mcpserver.Options{Version: sandbox.Version(), ReadOnly: rec.ReadOnly, Scope: scope, Commands: sess.Profile.Commands})
-			err = srv.Run(ctx, mcpserver.Stdio())
-			switch {
-			case err == nil, ctx.Err() != nil:
-			case clientGone(err):
-				fmt.Fprintln(stderr, "corral: the client closed the connection")
-			default:
-				return &exitError{code: exitFailed, err: fmt.Errorf("serving MCP: %w", err)}
-			}
-			return nil
+			return serveMCP(cmd, mcpserver.New(sess, mcpOptions(sess.Record(), sess.Profile)), sess.Record())
 		},
 	}
 	cmd.Flags().BoolVar(&mcpMode, "mcp", false, "speak MCP (JSON-RPC) on stdin/stdout")
 	cmd.Flags().StringVar(&sessionID, "session", "", "serve this persistent session (corral session create)")
 	cf.add(cmd.Flags())
 	return cmd
+}
+
+// serveRemote serves a session of corral's daemon: sessionID, or one it
+// creates from cf.
+func serveRemote(cmd *cobra.Command, c *client.Client, cf *capFlags, sessionID string) error {
+	ctx := cmd.Context()
+	var s *api.Session
+	var err error
+	if sessionID != "" {
+		if s, err = c.Session(ctx, sessionID); err != nil {
+			return &exitError{code: exitFailed, err: err}
+		}
+	} else {
+		cfg, source, err := cf.config()
+		if err != nil {
+			return err
+		}
+		req, err := createRequest(cfg, source)
+		if err != nil {
+			return err
+		}
+		if s, err = c.CreateSession(ctx, req); err != nil {
+			return refusalOr(err)
+		}
+		// A session the server made ends with it, its change set kept
+		// as a patch, as standalone.
+		id, stderr := s.ID, cmd.ErrOrStderr()
+		defer func() {
+			rm, err := c.RemoveSession(context.WithoutCancel(ctx), id)
+			if err != nil {
+				fmt.Fprintf(stderr, "corral: ending session %s: %v\n", id, err)
+				return
+			}
+			fmt.Fprintf(stderr, "corral: %s\n", describeEnded(endedOf(rm)))
+		}()
+	}
+	prof, err := remoteProfile(ctx, c, s.ID)
+	if err != nil {
+		return &exitError{code: exitFailed, err: err}
+	}
+	rec := recordOf(s)
+	return serveMCP(cmd, mcpserver.NewWith(&remoteSession{c: c, id: s.ID}, mcpOptions(&rec, prof)), &rec)
+}
+
+// mcpOptions describe the session rec to the agent.
+func mcpOptions(rec *sandbox.SessionRecord, prof *profiles.Profile) mcpserver.Options {
+	return mcpserver.Options{Version: sandbox.Version(), ReadOnly: rec.ReadOnly, Scope: scopeText(rec), Commands: prof.Commands}
+}
+
+func scopeText(rec *sandbox.SessionRecord) string {
+	if rec.ReadOnly {
+		return "nothing (read-only)"
+	}
+	return rec.Scope
+}
+
+// serveMCP serves srv on stdio until the client goes.
+func serveMCP(cmd *cobra.Command, srv *mcp.Server, rec *sandbox.SessionRecord) error {
+	ctx, stderr := cmd.Context(), cmd.ErrOrStderr()
+	fmt.Fprintf(stderr, "corral: serving session %s over MCP (repository %s, profile %s, writable: %s)\n", rec.ID, rec.Repo, rec.ProfileName, scopeText(rec))
+	err := srv.Run(ctx, mcpserver.Stdio())
+	switch {
+	case err == nil, ctx.Err() != nil:
+	case clientGone(err):
+		fmt.Fprintln(stderr, "corral: the client closed the connection")
+	default:
+		return &exitError{code: exitFailed, err: fmt.Errorf("serving MCP: %w", err)}
+	}
+	return nil
 }
 
 // clientGone reports whether err means the MCP client went away: its end

@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
-	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -52,13 +50,7 @@ func (c *capFlags) config() (sandbox.SessionConfig, string, error) {
 	if err != nil {
 		return sandbox.SessionConfig{}, "", err
 	}
-	source := c.profile
-	if strings.ContainsRune(source, filepath.Separator) || strings.HasSuffix(source, ".yaml") {
-		if abs, err := filepath.Abs(source); err == nil {
-			source = abs
-		}
-	}
-	return sandbox.SessionConfig{Repo: c.repo, Profile: prof, Page: c.page, WriteDir: c.scope, AgentID: c.agentID, ReadOnly: c.readOnly}, source, nil
+	return sandbox.SessionConfig{Repo: c.repo, Profile: prof, Page: c.page, WriteDir: c.scope, AgentID: c.agentID, ReadOnly: c.readOnly}, profileSource(c.profile), nil
 }
 
 func newSessionCommand(g *globalFlags) *cobra.Command {
@@ -108,20 +100,42 @@ STATE-DIR/patches/.`,
 				}
 				cfg.IdleTTL = idleTTL
 			}
-			exec, err := sandbox.New(ctx, g.config(cmd.ErrOrStderr()))
+			c, err := g.daemonClient(cmd)
 			if err != nil {
-				return &exitError{code: exitFailed, err: err}
+				return err
 			}
-			defer exec.Close()
-			sess, err := exec.CreateSession(ctx, cfg, source)
-			if err != nil {
-				return refusalOr(err)
+			var rec sandbox.SessionRecord
+			if c != nil {
+				defer c.Close()
+				req, err := createRequest(cfg, source)
+				if err != nil {
+					return err
+				}
+				s, err := c.CreateSession(ctx, req)
+				if err != nil {
+					return refusalOr(err)
+				}
+				rec = recordOf(s)
+			} else {
+				if err := g.checkPlacement(cfg.Repo); err != nil {
+					return err
+				}
+				exec, err := sandbox.New(ctx, g.config(cmd.ErrOrStderr()))
+				if err != nil {
+					return &exitError{code: exitFailed, err: err}
+				}
+				defer exec.Close()
+				sess, err := exec.CreateSession(ctx, cfg, source)
+				if err != nil {
+					return refusalOr(err)
+				}
+				defer sess.Close()
+				rec = *sess.Record()
 			}
-			defer sess.Close()
 			if asJSON {
-				return writeJSON(cmd.OutOrStdout(), sess.Record())
+				return writeJSON(cmd.OutOrStdout(), &rec)
 			}
-			fmt.Fprintln(cmd.OutOrStdout(), sess.ID)
+			fmt.Fprintln(cmd.OutOrStdout(), rec.ID)
 			return nil
 		},
 	}
@@ -138,6 +152,34 @@ type pruneOutput struct {
 	ExitCode int             `json:"exit_code"`
 }
 
+// pruneSessions removes the expired sessions: the daemon's the caller may
+// see (each past its idle TTL), or the state directory's no process
+// holds.
+func pruneSessions(cmd *cobra.Command, g *globalFlags) ([]sandbox.Ended, error) {
+	c, err := g.daemonClient(cmd)
+	if err != nil {
+		return nil, err
+	}
+	if c != nil {
+		defer c.Close()
+		p, err := c.Prune(cmd.Context(), "")
+		if err != nil {
+			return nil, err
+		}
+		out := make([]sandbox.Ended, 0, len(p.Pruned))
+		for i := range p.Pruned {
+			out = append(out, endedOf(&p.Pruned[i]))
+		}
+		return out, nil
+	}
+	exec, err := sandbox.New(cmd.Context(), g.config(io.Discard))
+	if err != nil {
+		return nil, &exitError{code: exitFailed, err: err}
+	}
+	defer exec.Close()
+	return exec.Prune(cmd.Context())
+}
+
 func newSessionPruneCommand(g *globalFlags) *cobra.Command {
 	var asJSON bool
 	cmd := &cobra.Command{
@@ -150,12 +192,7 @@ changes the set was rejected for are listed, not kept) and listed. Needs no
 containerd. Every corral start also prunes.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			exec, err := sandbox.New(cmd.Context(), g.config(io.Discard))
-			if err != nil {
-				return &exitError{code: exitFailed, err: err}
-			}
-			defer exec.Close()
-			pruned, err := exec.Prune(cmd.Context())
+			pruned, err := pruneSessions(cmd, g)
 			out := pruneOutput{Pruned: pruned}
 			if err != nil {
 				out.Error, out.ExitCode = jsonErrorOf(exitFailed, err), exitFailed
@@ -218,6 +255,18 @@ until it is fixed.`,
 				return usageError(errors.New("usage: corral session exec [flags] ID -- CMD ARG..."))
 			}
 			ctx := cmd.Context()
+			c, err := g.daemonClient(cmd)
+			if err != nil {
+				return err
+			}
+			if c != nil {
+				defer c.Close()
+				prof, err := remoteProfile(ctx, c, args[0])
+				if err != nil {
+					return &exitError{code: exitFailed, err: err}
+				}
+				return execAndReport(cmd, &remoteSession{c: c, id: args[0]}, prof, args[1:], o, args[0])
+			}
 			log := cmd.ErrOrStderr()
 			if o.quiet {
 				log = io.Discard
@@ -232,7 +281,7 @@ until it is fixed.`,
 				return &exitError{code: exitFailed, err: err}
 			}
 			defer sess.Close()
-			return execAndReport(cmd, sess, sess.Profile, args[1:], o)
+			return execAndReport(cmd, localSession{sess}, sess.Profile, args[1:], o, sess.ID)
 		},
 	}
 	cmd.Flags().BoolVar(&o.json, "json", false, "print a JSON result object")
@@ -248,14 +297,9 @@ func newSessionLsCommand(g *globalFlags) *cobra.Command {
 		Short: "List the persistent sessions",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			exec, err := sandbox.New(cmd.Context(), g.config(cmd.ErrOrStderr()))
+			list, err := listSessions(cmd, g)
 			if err != nil {
-				return &exitError{code: exitFailed, err: err}
-			}
-			defer exec.Close()
-			list, err := exec.Sessions()
-			if err != nil {
-				return &exitError{code: exitFailed, err: err}
+				return err
 			}
 			if asJSON {
 				return writeJSON(cmd.OutOrStdout(), list)
@@ -284,6 +328,38 @@ func newSessionLsCommand(g *globalFlags) *cobra.Command {
 	return cmd
 }
 
+// listSessions lists the persistent sessions: the daemon's that the
+// caller may see, or the state directory's.
+func listSessions(cmd *cobra.Command, g *globalFlags) ([]sandbox.SessionInfo, error) {
+	c, err := g.daemonClient(cmd)
+	if err != nil {
+		return nil, err
+	}
+	if c != nil {
+		defer c.Close()
+		ss, err := c.Sessions(cmd.Context())
+		if err != nil {
+			return nil, &exitError{code: exitFailed, err: err}
+		}
+		list := make([]sandbox.SessionInfo, len(ss))
+		for i := range ss {
+			list[i] = sandbox.SessionInfo{SessionRecord: recordOf(&ss[i]), Mounted: ss[i].Mounted, Err: ss[i].Error,
+				LastUsed: ss[i].LastUsed, Expires: ss[i].LastUsed.Add(time.Duration(ss[i].IdleTTLNS))}
+		}
+		return list, nil
+	}
+	exec, err := sandbox.New(cmd.Context(), g.config(cmd.ErrOrStderr()))
+	if err != nil {
+		return nil, &exitError{code: exitFailed, err: err}
+	}
+	defer exec.Close()
+	list, err := exec.Sessions()
+	if err != nil {
+		return nil, &exitError{code: exitFailed, err: err}
+	}
+	return list, nil
+}
+
 // rmOutput is `session rm --json`'s result: the sessions removed, and
 // the error when one could not be.
 type rmOutput struct {
@@ -302,15 +378,15 @@ removes its state directory. What the session wrote and did not apply is
 gone: collect it first with 'corral session diff'.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			exec, err := sandbox.New(cmd.Context(), g.config(cmd.ErrOrStderr()))
+			remove, done, err := sessionRemover(cmd, g)
 			if err != nil {
-				return &exitError{code: exitFailed, err: err}
+				return err
 			}
-			defer exec.Close()
+			defer done()
 			var errs []error
 			out := rmOutput{Removed: []string{}}
 			for _, id := range args {
-				if err := exec.RemoveSession(cmd.Context(), id); err != nil {
+				if err := remove(id); err != nil {
 					errs = append(errs, err)
 					continue
 				}
@@ -338,6 +414,28 @@ gone: collect it first with 'corral session diff'.`,
 	return cmd
 }
 
+// sessionRemover returns a function that removes a session, through the
+// daemon (its change set not kept, as standalone) or in this process, and
+// one that lets go of what it holds.
+func sessionRemover(cmd *cobra.Command, g *globalFlags) (remove func(id string) error, done func(), err error) {
+	ctx := cmd.Context()
+	c, err := g.daemonClient(cmd)
+	if err != nil {
+		return nil, nil, err
+	}
+	if c != nil {
+		return func(id string) error {
+			_, err := c.DiscardSession(ctx, id)
+			return err
+		}, func() { c.Close() }, nil
+	}
+	exec, err := sandbox.New(ctx, g.config(cmd.ErrOrStderr()))
+	if err != nil {
+		return nil, nil, &exitError{code: exitFailed, err: err}
+	}
+	return func(id string) error { return exec.RemoveSession(ctx, id) }, func() { exec.Close() }, nil
+}
+
 func newSessionDiffCommand(g *globalFlags) *cobra.Command {
 	var format, output string
 	cmd := &cobra.Command{
@@ -358,12 +456,11 @@ apply shows them. The patch keeps its bytes exactly when written to a file:
 			if format != "patch" && format != "stat" && format != "json" {
 				return usageError(fmt.Errorf("--format %q: %w: want patch, stat or json", format, errdefs.ErrInvalidArgument))
 			}
-			exec, sess, cs, err := openSessionChanges(cmd, g, args[0], sandbox.ForChanges())
+			cs, done, err := sessionChanges(cmd, g, args[0], sandbox.ForChanges())
 			if err != nil {
 				return err
 			}
-			defer exec.Close()
-			defer sess.Close()
+			defer done()
 			var buf bytes.Buffer
 			rejected := cs.Err()
 			switch format {
@@ -430,6 +527,28 @@ func changeSetJSON(cs *changeset.Set) *changeset.Set {
 		out.Violations = []changeset.Problem{}
 	}
 	return out
+}
+
+// sessionChanges collects session id's change set, each change with its
+// bytes: from the daemon, or in this process. The caller must call done.
+func sessionChanges(cmd *cobra.Command, g *globalFlags, id string, opts ...sandbox.OpenOption) (cs *changeset.Set, done func(), err error) {
+	c, err := g.daemonClient(cmd)
+	if err != nil {
+		return nil, nil, err
+	}
+	if c != nil {
+		cs, err := (&remoteSession{c: c, id: id}).changes(cmd.Context())
+		if err != nil {
+			c.Close()
+			return nil, nil, &exitError{code: exitFailed, err: err}
+		}
+		return cs, func() { c.Close() }, nil
+	}
+	exec, sess, cs, err := openSessionChanges(cmd, g, id, opts...)
+	if err != nil {
+		return nil, nil, err
+	}
+	return cs, func() { sess.Close(); exec.Close() }, nil
 }
 
 // openSessionChanges opens session id in a new executor and collects its

@@ -26,8 +26,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// Session is what the server needs of a corral session
-// (*sandbox.Session, through New).
+// Session is what the server needs of a corral session (*sandbox.Session
+// through New, or a session of corral's daemon).
 type Session interface {
 	Read(ctx context.Context, unsafePath string, o sandbox.ReadOptions) (*fsop.ReadResult, error)
 	List(ctx context.Context, unsafePath string) (*fsop.ListResult, error)
@@ -36,10 +36,12 @@ type Session interface {
 	Write(ctx context.Context, unsafePath string, content []byte, expectedSHA256 string) (*fsop.WriteResult, error)
 	Edit(ctx context.Context, unsafePath, oldText, newText, expectedSHA256 string, all bool) (*fsop.WriteResult, error)
 	Exec(ctx context.Context, argv []string) (*sandbox.Result, error)
-	Changes() (*changeset.Set, error)
-	// CallChanges is Changes plus the violations the latest call
-	// introduced (sandbox.Session.CallChanges).
-	CallChanges() (*changeset.Set, []changeset.Problem, error)
+	// Changes is the session's change set, each change with its bytes.
+	Changes(ctx context.Context) (*changeset.Set, error)
+	// CallChanges is the change set plus the violations the latest call
+	// introduced (sandbox.Session.CallChanges); the changes need not
+	// carry their bytes.
+	CallChanges(ctx context.Context) (*changeset.Set, []changeset.Problem, error)
 }
 
 // Options describe the session to the agent (trusted, from the launcher).
@@ -67,6 +69,14 @@ type sessionAdapter struct{ *sandbox.Session }
 
 func (a sessionAdapter) Exec(ctx context.Context, argv []string) (*sandbox.Result, error) {
 	return a.Session.Exec(ctx, argv, nil, nil)
+}
+
+func (a sessionAdapter) Changes(ctx context.Context) (*changeset.Set, error) {
+	return a.Session.ChangesContext(ctx)
+}
+
+func (a sessionAdapter) CallChanges(ctx context.Context) (*changeset.Set, []changeset.Problem, error) {
+	return a.Session.CallChangesContext(ctx)
 }
 
 // Tool inputs: relative paths, content, patterns and an argv, nothing
@@ -235,7 +245,7 @@ func NewWith(s Session, o Options) *mcp.Server {
 			if err != nil {
 				return nil, nil, toolError(err)
 			}
-			_, introduced, err := s.CallChanges()
+			_, introduced, err := s.CallChanges(ctx)
 			if err != nil {
 				return nil, nil, toolError(err)
 			}
@@ -260,7 +270,7 @@ func NewWith(s Session, o Options) *mcp.Server {
 			if f != "stat" && f != "patch" && f != "json" {
 				return nil, nil, fmt.Errorf("format %q: want stat, patch or json", in.Format)
 			}
-			cs, err := s.Changes()
+			cs, err := s.Changes(ctx)
 			if err != nil {
 				return nil, nil, toolError(err)
 			}

@@ -59,12 +59,12 @@ func (f *fake) Exec(_ context.Context, argv []string) (*sandbox.Result, error) {
 	}
 	return &sandbox.Result{Argv: argv, Stdout: []byte("out")}, nil
 }
-func (f *fake) Changes() (*changeset.Set, error) {
+func (f *fake) Changes(context.Context) (*changeset.Set, error) {
 	f.calls = append(f.calls, "changes")
 	return &changeset.Set{}, nil
 }
 
-func (f *fake) CallChanges() (*changeset.Set, []changeset.Problem, error) {
+func (f *fake) CallChanges(context.Context) (*changeset.Set, []changeset.Problem, error) {
 	f.calls = append(f.calls, "call changes")
 	return &changeset.Set{}, nil, nil
 }

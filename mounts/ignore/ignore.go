@@ -211,8 +211,36 @@ const (
 // the pattern, git's WM_PATHNAME) "*", "?" and brackets never match "/",
 // and "**" between slashes matches any number of directories; without it
 // (basename patterns) "*" matches anything. "*" matches a leading dot.
+//
+// Results are memoized per (pattern suffix, text suffix): git's recursion
+// is exponential in the number of "**/" of a pattern (twenty of them
+// against a path forty directories deep run for minutes), and a
+// repository chooses its own ignore files. dowild is a pure function of
+// the two suffixes, so the memo changes no answer.
 func wildmatch(pattern, text string, pathname bool) bool {
-	return dowild(pattern, text, pathname) == wmMatch
+	var w wildMemo
+	return w.dowild(pattern, text, pathname) == wmMatch
+}
+
+// wildMemo remembers dowild's results by the lengths of the pattern and
+// text suffixes it was called with (both always suffixes of one call's
+// pattern and text). The map is made on the first recursive call only.
+type wildMemo struct {
+	seen map[[2]int]int
+}
+
+// rec is dowild's recursive call, answered from the memo when it can be.
+func (w *wildMemo) rec(p, text string, pathname bool) int {
+	if w.seen == nil {
+		w.seen = make(map[[2]int]int)
+	}
+	key := [2]int{len(p), len(text)}
+	if m, ok := w.seen[key]; ok {
+		return m
+	}
+	m := w.dowild(p, text, pathname)
+	w.seen[key] = m
+	return m
 }
 
 // byteAt returns s[i], or 0 past the end (the C code's NUL terminator).
@@ -228,8 +256,9 @@ func isGlobSpecial(c byte) bool {
 }
 
 // dowild is a line-by-line port of git's wildmatch.c dowild (without
-// WM_CASEFOLD, which git only uses with core.ignoreCase).
-func dowild(p, text string, pathname bool) int {
+// WM_CASEFOLD, which git only uses with core.ignoreCase); its recursive
+// calls go through the memo.
+func (w *wildMemo) dowild(p, text string, pathname bool) int {
 	pi, ti := 0, 0
 	for ; pi < len(p); pi, ti = pi+1, ti+1 {
 		pch := p[pi]
@@ -263,7 +292,7 @@ func dowild(p, text string, pathname bool) int {
 				if (prev < 0 || p[prev] == '/') &&
 					(pi == len(p) || p[pi] == '/' || (p[pi] == '\\' && byteAt(p, pi+1) == '/')) {
 					// "**/" may match nothing: try the rest here first.
-					if byteAt(p, pi) == '/' && dowild(p[pi+1:], text[ti:], pathname) == wmMatch {
+					if byteAt(p, pi) == '/' && w.rec(p[pi+1:], text[ti:], pathname) == wmMatch {
 						return wmMatch
 					}
 					matchSlash = true
@@ -306,7 +335,7 @@ func dowild(p, text string, pathname bool) int {
 						return wmNoMatch
 					}
 				}
-				if m := dowild(p[pi:], text[ti:], pathname); m != wmNoMatch {
+				if m := w.rec(p[pi:], text[ti:], pathname); m != wmNoMatch {
 					if !matchSlash || m != wmAbortToStarStar {
 						return m
 					}

@@ -2,7 +2,9 @@ package ignore
 
 import (
 	"fmt"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -48,4 +50,26 @@ func TestParseIgnore(t *testing.T) {
 		`6 "e" neg=false dir=false base=true glob="e"`,
 		`7 "" neg=false dir=false base=true glob=""`,
 	}, got)
+}
+
+// TestWildmatchStarStarChainIsPolynomial: a repository chooses its own
+// ignore files, and git's recursion is exponential in the number of "**/"
+// of a pattern; unmemoized, these pairs ran for minutes and stalled every
+// corral start on the repository (even SIGTERM waited for the scan).
+func TestWildmatchStarStarChainIsPolynomial(t *testing.T) {
+	pattern := strings.Repeat("**/", 20) + "c"
+	text := strings.Repeat("aaaa/", 40) + "b"
+	done := make(chan [2]bool, 1)
+	go func() {
+		done <- [2]bool{
+			wildmatch(pattern, text, true),
+			wildmatch(pattern, strings.Repeat("aaaa/", 40)+"c", true),
+		}
+	}()
+	select {
+	case got := <-done:
+		require.Equal(t, [2]bool{false, true}, got)
+	case <-time.After(5 * time.Second):
+		t.Fatalf("wildmatch(%q, 40 directories) still running after 5s", pattern)
+	}
 }

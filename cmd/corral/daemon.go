@@ -1,0 +1,80 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"time"
+
+	"github.com/corral-sandbox/corral/internal/daemon"
+	"github.com/corral-sandbox/corral/sandbox"
+	"github.com/corral-sandbox/corral/sandbox/api"
+	"github.com/spf13/cobra"
+)
+
+func newDaemonCommand(g *globalFlags) *cobra.Command {
+	cfg := daemon.Config{}
+	var maxWarm int
+	cmd := &cobra.Command{
+		Use:   "daemon [--socket PATH] [--admin-group NAME] [--max-running N] [--queue-wait DUR] [--max-warm N]",
+		Short: "Own every session of the state directory and serve the API on a unix socket",
+		Long: `Runs corral's long-lived owner: one process per state directory (a second
+one on the same directory refuses to start), serving the HTTP/JSON API
+(/v1, described at GET /v1/openapi.json and in docs/api/openapi.yaml) on a
+unix socket, or on the socket systemd passes (socket activation).
+
+At start it finishes or rolls back interrupted applies, removes the
+containers, leases and mounts a crash left, and re-adopts every persistent
+session of the state directory. A session belongs to the uid that created
+it (SO_PEERCRED); other uids get 404 for it, root and members of
+--admin-group see every session. Over --max-running calls at once, a call
+waits up to --queue-wait, then gets 429 busy.
+
+SIGTERM or SIGINT: no new connections; calls in flight have --grace to
+finish, then are canceled (their containers killed and reaped); sessions
+are closed, never removed: a restarted daemon continues them. See
+docs/daemon.md.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			switch {
+			case cfg.MaxRunning < 1:
+				return usageError(fmt.Errorf("--max-running %d: want at least 1", cfg.MaxRunning))
+			case cfg.QueueWait < 0:
+				return usageError(fmt.Errorf("--queue-wait %s: want 0 or more", cfg.QueueWait))
+			case maxWarm < 0:
+				return usageError(fmt.Errorf("--max-warm %d: want 0 or more", maxWarm))
+			case cfg.IdleTTL <= 0:
+				return usageError(fmt.Errorf("--idle-ttl %s: want a duration above 0", cfg.IdleTTL))
+			}
+			log := cmd.ErrOrStderr()
+			if !cmd.Flags().Changed("socket") && g.cfg.DaemonSocket != "" {
+				cfg.Socket = g.cfg.DaemonSocket // $CORRAL_DAEMON_SOCKET, config daemon_socket
+			}
+			cfg.StateDir, cfg.Version, cfg.Log = g.stateDir, sandbox.Version(), log
+			sc := g.config(log)
+			sc.Log = g.progress(log, defaultDaemonLevel) // a long-lived process says what it does
+			sc.Cold, sc.MaxWarm = maxWarm == 0, maxWarm
+			err := daemon.Run(cmd.Context(), cfg, func(ctx context.Context) (daemon.Backend, error) {
+				return daemon.NewBackend(ctx, sc)
+			})
+			if errors.Is(err, daemon.ErrLocked) {
+				return &exitError{code: exitFailed, err: err}
+			}
+			if err != nil {
+				return &exitError{code: exitFailed, err: err}
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&cfg.Socket, "socket", api.DefaultSocket, "unix socket to listen on (unless systemd passes one; default $CORRAL_DAEMON_SOCKET, config daemon_socket, else "+api.DefaultSocket+")")
+	f.StringVar(&cfg.SocketGroup, "socket-group", "corral", "group that may connect (socket mode 0660); when it does not exist the socket is root's alone (0600)")
+	f.StringVar(&cfg.AdminGroup, "admin-group", "", "group whose members see and touch every session, as root does")
+	f.IntVar(&cfg.MaxRunning, "max-running", max(4, 2*runtime.NumCPU()), "calls running a container at once, host-wide")
+	f.DurationVar(&cfg.QueueWait, "queue-wait", 30*time.Second, "how long a call over --max-running waits for a slot before 429 busy")
+	f.IntVar(&maxWarm, "max-warm", sandbox.DefaultMaxWarm, "containers created ahead of calls, host-wide; each session keeps its profile's pool_depth (default 2) under it; 0 creates each on its call")
+	f.DurationVar(&cfg.Grace, "grace", 30*time.Second, "on SIGTERM, how long calls in flight may finish before they are canceled")
+	f.DurationVar(&cfg.IdleTTL, "idle-ttl", 24*time.Hour, "default idle time after which a session is pruned (its change set kept as a patch)")
+	return cmd
+}

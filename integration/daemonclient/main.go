@@ -1,0 +1,78 @@
+// Command daemonclient is a test client of corral's daemon (package
+// sandbox/client), run by the integration tests as another uid or as a
+// process to kill mid-call. It prints one JSON line: the call's result or
+// its error (kind, HTTP status, message).
+//
+//	daemonclient SOCKET list
+//	daemonclient SOCKET create REPO
+//	daemonclient SOCKET get|diff|remove ID
+//	daemonclient SOCKET exec|stream ID ARGV...
+//	daemonclient SOCKET read ID PATH
+//	daemonclient SOCKET write ID PATH CONTENT
+//	daemonclient SOCKET apply ID TOKEN
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/corral-sandbox/corral/sandbox/api"
+	"github.com/corral-sandbox/corral/sandbox/client"
+)
+
+type output struct {
+	Result  any    `json:"result,omitempty"`
+	Kind    string `json:"kind,omitempty"`
+	Status  int    `json:"status,omitempty"`
+	Message string `json:"message,omitempty"`
+}
+
+func main() {
+	if len(os.Args) < 3 {
+		fmt.Fprintln(os.Stderr, "usage: daemonclient SOCKET OP ARGS...")
+		os.Exit(2)
+	}
+	c := client.New(os.Args[1])
+	defer c.Close()
+	ctx := context.Background()
+	op, args := os.Args[2], os.Args[3:]
+	var res any
+	var err error
+	switch op {
+	case "list":
+		res, err = c.Sessions(ctx)
+	case "create":
+		res, err = c.CreateSession(ctx, api.CreateSession{Repo: args[0]})
+	case "get":
+		res, err = c.Session(ctx, args[0])
+	case "diff":
+		res, err = c.Diff(ctx, args[0])
+	case "remove":
+		res, err = c.RemoveSession(ctx, args[0])
+	case "exec":
+		res, err = c.Exec(ctx, args[0], args[1:], nil, nil)
+	case "stream":
+		res, err = c.Exec(ctx, args[0], args[1:], os.Stderr, os.Stderr)
+	case "read":
+		res, err = c.Read(ctx, args[0], api.Read{Path: args[1]})
+	case "write":
+		res, err = c.Write(ctx, args[0], api.Write{Path: args[1], Content: args[2]})
+	case "apply":
+		res, err = c.Apply(ctx, args[0], api.Apply{Approve: []string{args[1]}})
+	default:
+		fmt.Fprintln(os.Stderr, "unknown op", op)
+		os.Exit(2)
+	}
+	out := output{Result: res}
+	if err != nil {
+		out = output{Kind: "failed", Message: err.Error()}
+		var ce *client.Error
+		if errors.As(err, &ce) {
+			out.Kind, out.Status = ce.API.Kind, ce.Status
+		}
+	}
+	_ = json.NewEncoder(os.Stdout).Encode(out)
+}

@@ -1,0 +1,33 @@
+// Package daemon is `corral daemon`: the long-lived owner of every session
+// of one state directory, serving corral's HTTP/JSON API (package
+// sandbox/api, docs/api/openapi.yaml) on a unix socket.
+//
+// Parts, each in its file:
+//
+//   - daemon.go: Run — the state directory's lock (flock on
+//     STATE_DIR/daemon.lock), the socket (systemd's, or one made 0660
+//     root:group), the crash sweep and re-adoption at start, the idle
+//     prune timer, and the stop on SIGTERM (stop accepting, a grace for
+//     calls in flight, then cancel them; sessions are closed, never
+//     removed).
+//   - server.go: Server — the routes (net/http ServeMux patterns), strict
+//     request decoding, and who may see which session. stream.go: the
+//     per-call queue between a streamed exec and its client. limiter.go:
+//     the host-wide cap on calls that run a container. errors.go: corral's
+//     errors as API errors.
+//   - peer_linux.go: the caller's identity from SO_PEERCRED and
+//     SO_PEERGROUPS on the accepted connection, and file access checked as
+//     the caller (setfsuid on a locked, discarded thread, then
+//     faccessat2(AT_EACCESS)).
+//   - owners.go: who owns each session (STATE_DIR/daemon/sessions/ID.json)
+//     and when it was last used.
+//   - backend_iface.go: Backend, what the handlers need of sessions, in the
+//     API's types; backend.go implements it over packages sandbox and
+//     review and is the only file of the package that calls them.
+//
+// Identity is the kernel's: the peer's uid, gid, pid and groups are read
+// once per connection (http.Server.ConnContext) and never from a request.
+// A session belongs to the uid that created it; to any other uid but root
+// and the admin group it answers 404 exactly as a session that does not
+// exist.
+package daemon

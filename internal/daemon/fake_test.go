@@ -1,0 +1,328 @@
+package daemon
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/containerd/errdefs"
+	"github.com/corral-sandbox/corral/allowlist"
+	"github.com/corral-sandbox/corral/mounts/changeset"
+	"github.com/corral-sandbox/corral/review"
+	"github.com/corral-sandbox/corral/sandbox/api"
+)
+
+// fakeBackend is an in-memory Backend: sessions hold files; exec knows a
+// few commands (echo, sh is refused, sleep waits for its context, flood
+// writes a lot).
+type fakeBackend struct {
+	mu       sync.Mutex
+	sessions map[string]*fakeSession
+	seq      int
+
+	// execReturned receives the time each Exec returned.
+	execReturned chan time.Time
+	// canceled receives the argv of each Exec its context ended.
+	canceled chan []string
+}
+
+type fakeSession struct {
+	api.Session
+	files map[string]string
+}
+
+func newFake() *fakeBackend {
+	return &fakeBackend{sessions: map[string]*fakeSession{}, execReturned: make(chan time.Time, 16), canceled: make(chan []string, 16)}
+}
+
+func (f *fakeBackend) get(id string) (*fakeSession, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	s, ok := f.sessions[id]
+	if !ok {
+		return nil, fmt.Errorf("session %s: %w", id, errdefs.ErrNotFound)
+	}
+	return s, nil
+}
+
+func (f *fakeBackend) Containerd(context.Context) api.ContainerdState {
+	return api.ContainerdState{Address: "/fake.sock", OK: true, Version: "fake"}
+}
+
+func (f *fakeBackend) Sessions(context.Context) ([]api.Session, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := []api.Session{}
+	for _, s := range f.sessions {
+		out = append(out, s.Session)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out, nil
+}
+
+func (f *fakeBackend) Create(_ context.Context, c CreateConfig) (api.Session, error) {
+	if c.Profile == "missing" {
+		return api.Session{}, fmt.Errorf("profile %q: %w", c.Profile, errdefs.ErrNotFound)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.seq++
+	id := fmt.Sprintf("%012x", 0xa00000+f.seq)
+	s := &fakeSession{Session: api.Session{ID: id, Repo: c.Repo, Profile: "docs", ProfileName: "docs", Scope: "openwiki/",
+		Created: time.Now().UTC().Truncate(time.Second), Mounted: true, Version: "test"}, files: map[string]string{}}
+	f.sessions[id] = s
+	return s.Session, nil
+}
+
+func (f *fakeBackend) Remove(_ context.Context, id string, discard bool) (api.Removed, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	s, ok := f.sessions[id]
+	if !ok {
+		return api.Removed{}, fmt.Errorf("session %s: %w", id, errdefs.ErrNotFound)
+	}
+	delete(f.sessions, id)
+	out := api.Removed{Removed: id}
+	if len(s.files) > 0 && !discard {
+		out.Patch = "/state/patches/" + id + ".patch"
+	}
+	return out, nil
+}
+
+func (f *fakeBackend) Profile(_ context.Context, id string) ([]byte, error) {
+	if _, err := f.get(id); err != nil {
+		return nil, err
+	}
+	return []byte("name: docs\ncommands: [ls, cat]\n"), nil
+}
+
+func refuse(argv []string) error {
+	if argv[0] == "sh" {
+		return &allowlist.Refusal{Kind: allowlist.KindCmd, Index: 0, Token: "sh", Rule: "sh is never allowed: it runs any program"}
+	}
+	return nil
+}
+
+func (f *fakeBackend) Check(_ context.Context, id string, argv []string) (api.Decision, error) {
+	if _, err := f.get(id); err != nil {
+		return api.Decision{}, err
+	}
+	if err := refuse(argv); err != nil {
+		return api.Decision{}, err
+	}
+	return api.Decision{Allowed: true, Argv: argv, Reads: []string{}, Writes: []string{}}, nil
+}
+
+func (f *fakeBackend) Exec(ctx context.Context, id string, argv []string, stdout, stderr io.Writer) (*api.ExecResult, error) {
+	defer func() { f.execReturned <- time.Now() }()
+	if _, err := f.get(id); err != nil {
+		return nil, err
+	}
+	if err := refuse(argv); err != nil {
+		return nil, err
+	}
+	res := &api.ExecResult{Argv: argv, LimitsHit: []string{}, Changes: []api.Change{}, Violations: []api.Problem{}, NewViolations: []api.Problem{}}
+	out := func(w io.Writer, p string) {
+		if w != nil {
+			_, _ = io.WriteString(w, p)
+		} else if w == stdout {
+			res.Stdout = append(res.Stdout, p...)
+		}
+	}
+	switch argv[0] {
+	case "echo":
+		out(stdout, strings.Join(argv[1:], " ")+"\n")
+		if stderr != nil {
+			_, _ = io.WriteString(stderr, "note\n")
+		} else {
+			res.Stderr = []byte("note\n")
+		}
+	case "sleep":
+		<-ctx.Done()
+		f.canceled <- argv
+		return nil, fmt.Errorf("invocation: %w", ctx.Err())
+	case "flood":
+		chunk := strings.Repeat("x", 64<<10)
+		for range 64 {
+			out(stdout, chunk)
+		}
+	case "false":
+		res.ExitCode = 1
+	}
+	return res, nil
+}
+
+func sum(s string) string {
+	h := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(h[:])
+}
+
+func (f *fakeBackend) Read(_ context.Context, id string, r api.Read) (*api.ReadResult, error) {
+	s, err := f.get(id)
+	if err != nil {
+		return nil, err
+	}
+	if r.Path == ".env" {
+		return nil, &allowlist.Refusal{Kind: allowlist.KindPath, Index: -1, Token: ".env", Rule: "hidden by the built-in secrets list (.env)"}
+	}
+	f.mu.Lock()
+	c, ok := s.files[r.Path]
+	f.mu.Unlock()
+	if !ok {
+		return nil, &FileFailure{FileError: api.FileError{Op: "read", Path: r.Path, Code: "not_found"}, Message: "read: " + r.Path + ": no such file", Category: errdefs.ErrNotFound}
+	}
+	return &api.ReadResult{Path: r.Path, Size: int64(len(c)), SHA256: sum(c), Unit: "lines", Count: 1, NextOffset: 1, EOF: true, Content: c}, nil
+}
+
+func (f *fakeBackend) List(_ context.Context, id string, r api.List) (*api.ListResult, error) {
+	if _, err := f.get(id); err != nil {
+		return nil, err
+	}
+	return &api.ListResult{Path: ".", Entries: []api.Entry{{Path: "README.md", Type: "file", Size: 3}}}, nil
+}
+
+func (f *fakeBackend) Glob(_ context.Context, id string, r api.Glob) (*api.GlobResult, error) {
+	if _, err := f.get(id); err != nil {
+		return nil, err
+	}
+	return &api.GlobResult{Pattern: r.Pattern, Matches: []api.Entry{{Path: "README.md", Type: "file"}}}, nil
+}
+
+func (f *fakeBackend) Search(_ context.Context, id string, r api.Search) (*api.SearchResult, error) {
+	if _, err := f.get(id); err != nil {
+		return nil, err
+	}
+	return &api.SearchResult{Pattern: r.Regexp, Path: ".", Matches: []api.Match{{Path: "README.md", Line: 1, Text: "hi"}}, FilesSearched: 1}, nil
+}
+
+func (f *fakeBackend) Write(_ context.Context, id string, r api.Write, content []byte) (*api.WriteResult, error) {
+	s, err := f.get(id)
+	if err != nil {
+		return nil, err
+	}
+	if !strings.HasPrefix(r.Path, "openwiki/") {
+		return nil, &allowlist.Refusal{Kind: allowlist.KindPath, Index: -1, Token: r.Path, Rule: "outside the write scope openwiki/"}
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	prev, existed := s.files[r.Path]
+	if r.ExpectedSHA256 != "" && (!existed || sum(prev) != r.ExpectedSHA256) {
+		return nil, &FileFailure{FileError: api.FileError{Op: "write", Path: r.Path, Code: "conflict"}, Message: "write: stale revision", Category: errdefs.ErrConflict}
+	}
+	s.files[r.Path] = string(content)
+	out := &api.WriteResult{Path: r.Path, Created: !existed, Size: int64(len(content)), SHA256: sum(string(content))}
+	if existed {
+		out.PreviousSHA256 = sum(prev)
+	}
+	return out, nil
+}
+
+func (f *fakeBackend) Edit(ctx context.Context, id string, r api.Edit) (*api.WriteResult, error) {
+	s, err := f.get(id)
+	if err != nil {
+		return nil, err
+	}
+	f.mu.Lock()
+	c := s.files[r.Path]
+	f.mu.Unlock()
+	if sum(c) != r.ExpectedSHA256 {
+		return nil, &FileFailure{FileError: api.FileError{Op: "edit", Path: r.Path, Code: "conflict"}, Message: "edit: stale revision", Category: errdefs.ErrConflict}
+	}
+	res, err := f.Write(ctx, id, api.Write{Path: r.Path}, []byte(strings.Replace(c, r.Old, r.New, 1)))
+	if err == nil {
+		res.Replacements = 1
+	}
+	return res, err
+}
+
+func (f *fakeBackend) changes(s *fakeSession) []api.Change {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := []api.Change{}
+	for p, c := range s.files {
+		out = append(out, api.Change{Path: p, Kind: "create", AfterSHA256: sum(c), Size: int64(len(c)), Mode: 0o644})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
+	return out
+}
+
+func (f *fakeBackend) Diff(_ context.Context, id string, _ bool) (*api.ChangeSet, error) {
+	s, err := f.get(id)
+	if err != nil {
+		return nil, err
+	}
+	cs := f.changes(s)
+	return &api.ChangeSet{Changes: cs, Violations: []api.Problem{}, Stat: fmt.Sprintf("%d file(s) changed\n", len(cs))}, nil
+}
+
+func (f *fakeBackend) Patch(_ context.Context, id string) ([]byte, error) {
+	s, err := f.get(id)
+	if err != nil {
+		return nil, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if _, bad := s.files["openwiki/.openwikiignore"]; bad {
+		return nil, &changeset.RejectedError{Violations: []changeset.Problem{{Path: "openwiki/.openwikiignore", Reason: "ignore files are never written"}}}
+	}
+	var b strings.Builder
+	for p, c := range s.files {
+		fmt.Fprintf(&b, "diff --git a/%s b/%s\nnew file mode 100644\n--- /dev/null\n+++ b/%s\n@@ -0,0 +1 @@\n+%s\n", p, p, p, strings.TrimSuffix(c, "\n"))
+	}
+	return []byte(b.String()), nil
+}
+
+// fakeToken approves every change of the fake.
+const fakeToken = "0123456789abcdef"
+
+func (f *fakeBackend) Apply(_ context.Context, id string, r api.Apply, canWrite func(repo, dir string) error) (*api.Report, error) {
+	s, err := f.get(id)
+	if err != nil {
+		return nil, err
+	}
+	rep := &api.Report{DryRun: true, Items: []api.Item{}, Written: []string{}}
+	for _, c := range f.changes(s) {
+		rep.Items = append(rep.Items, api.Item{Path: c.Path, Kind: c.Kind, AfterSHA256: c.AfterSHA256, Size: c.Size,
+			Risk: api.Risk{Level: "low", Reasons: []string{}}, Token: fakeToken, Status: "pending"})
+	}
+	if len(r.Approve) == 0 {
+		return rep, nil
+	}
+	for _, t := range r.Approve {
+		if t != fakeToken {
+			return nil, &review.RefusedError{Problems: []changeset.Problem{{Path: t, Reason: "approval token matches no change of this change set"}}}
+		}
+	}
+	if _, ok := s.files["openwiki/conflict.md"]; ok {
+		for i := range rep.Items {
+			rep.Items[i].Status = "conflict"
+		}
+		return rep, &review.ConflictError{Problems: []changeset.Problem{{Path: "openwiki/conflict.md", Reason: "exists in the repository"}}}
+	}
+	if !r.DryRun {
+		if err := canWrite(s.Repo, "."); err != nil {
+			return nil, err
+		}
+		rep.DryRun = false
+	}
+	for i := range rep.Items {
+		rep.Items[i].Status = "would-apply"
+		if !r.DryRun {
+			rep.Items[i].Status = "applied"
+			rep.Written = append(rep.Written, rep.Items[i].Path)
+		}
+	}
+	return rep, nil
+}
+
+func (f *fakeBackend) Recover(context.Context) error { return nil }
+
+func (f *fakeBackend) Sweep(context.Context) ([]string, error) { return nil, nil }
+func (f *fakeBackend) Adopt(context.Context) error             { return nil }
+func (f *fakeBackend) Close() error                            { return nil }

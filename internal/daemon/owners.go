@@ -1,0 +1,201 @@
+package daemon
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sync"
+	"time"
+)
+
+// owners records, for each session the daemon created, who owns it and
+// how long it may idle, in STATE_DIR/daemon/sessions/<id>.json (0600, in
+// a 0700 directory). The record outlives the daemon, so a restarted one
+// knows whose each session is. A session without a record (made by the
+// CLI, or a crash between the session and its record) belongs to root.
+//
+// LastUsed is kept in memory and written at most every ownerFlush, and
+// at shutdown, so that idle expiry survives a restart to within that.
+type owners struct {
+	dir string
+
+	mu      sync.Mutex
+	records map[string]*ownerRecord
+}
+
+// ownerRecord is one session's daemon-side record.
+type ownerRecord struct {
+	UID      int           `json:"uid"`
+	GID      int           `json:"gid"`
+	IdleTTL  time.Duration `json:"idle_ttl_ns"`
+	LastUsed time.Time     `json:"last_used"`
+
+	written time.Time // when LastUsed was last written
+}
+
+// ownerFlush bounds how often a session's LastUsed is written.
+const ownerFlush = 30 * time.Second
+
+var idPattern = regexp.MustCompile(`^[0-9a-f]{12}$`)
+
+func openOwners(stateDir string) (*owners, error) {
+	o := &owners{dir: filepath.Join(stateDir, "daemon", "sessions"), records: map[string]*ownerRecord{}}
+	if err := os.MkdirAll(o.dir, 0o700); err != nil {
+		return nil, fmt.Errorf("creating %s: %w", o.dir, err)
+	}
+	entries, err := os.ReadDir(o.dir)
+	if err != nil {
+		return nil, err
+	}
+	for _, e := range entries {
+		id, ok := cutSuffix(e.Name(), ".json")
+		if !ok || !idPattern.MatchString(id) {
+			continue
+		}
+		data, err := os.ReadFile(filepath.Join(o.dir, e.Name()))
+		if err != nil {
+			return nil, err
+		}
+		var r ownerRecord
+		if err := json.Unmarshal(data, &r); err != nil {
+			// An unreadable record: the session falls back to root's.
+			continue
+		}
+		r.written = r.LastUsed
+		o.records[id] = &r
+	}
+	return o, nil
+}
+
+func cutSuffix(s, suffix string) (string, bool) {
+	if len(s) < len(suffix) || s[len(s)-len(suffix):] != suffix {
+		return s, false
+	}
+	return s[:len(s)-len(suffix)], true
+}
+
+// get returns a copy of id's record; a session without one is root's,
+// with the default TTL.
+func (o *owners) get(id string, defaultTTL time.Duration) ownerRecord {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if r, ok := o.records[id]; ok {
+		cp := *r
+		if cp.IdleTTL <= 0 {
+			cp.IdleTTL = defaultTTL
+		}
+		return cp
+	}
+	return ownerRecord{UID: 0, GID: 0, IdleTTL: defaultTTL}
+}
+
+// add records a new session's owner, durably, before the session is
+// handed out.
+func (o *owners) add(id string, r ownerRecord) error {
+	r.written = r.LastUsed
+	o.mu.Lock()
+	o.records[id] = &r
+	o.mu.Unlock()
+	return o.write(id, r)
+}
+
+func (o *owners) write(id string, r ownerRecord) error {
+	data, err := json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	p := filepath.Join(o.dir, id+".json")
+	tmp := p + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return fmt.Errorf("recording the session's owner: %w", err)
+	}
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, p)
+	}
+	if err != nil {
+		_ = os.Remove(tmp)
+		return fmt.Errorf("recording the session's owner: %w", err)
+	}
+	return nil
+}
+
+// touch marks id used now; the record is written when the last write is
+// older than ownerFlush.
+func (o *owners) touch(id string, now time.Time) {
+	o.mu.Lock()
+	r, ok := o.records[id]
+	if !ok {
+		r = &ownerRecord{IdleTTL: 0}
+		o.records[id] = r
+	}
+	r.LastUsed = now
+	flush := now.Sub(r.written) >= ownerFlush
+	if flush {
+		r.written = now
+	}
+	cp := *r
+	o.mu.Unlock()
+	if flush {
+		_ = o.write(id, cp)
+	}
+}
+
+// flush writes every record whose LastUsed changed since it was written.
+func (o *owners) flush() error {
+	o.mu.Lock()
+	var ids []string
+	var recs []ownerRecord
+	for id, r := range o.records {
+		if !r.LastUsed.Equal(r.written) {
+			r.written = r.LastUsed
+			ids = append(ids, id)
+			recs = append(recs, *r)
+		}
+	}
+	o.mu.Unlock()
+	var errs []error
+	for i := range ids {
+		errs = append(errs, o.write(ids[i], recs[i]))
+	}
+	return errors.Join(errs...)
+}
+
+// remove forgets id.
+func (o *owners) remove(id string) error {
+	o.mu.Lock()
+	delete(o.records, id)
+	o.mu.Unlock()
+	err := os.Remove(filepath.Join(o.dir, id+".json"))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	return err
+}
+
+// keepOnly forgets the records of sessions that no longer exist (removed
+// by the CLI while no daemon ran).
+func (o *owners) keepOnly(exists func(id string) bool) {
+	o.mu.Lock()
+	var gone []string
+	for id := range o.records {
+		if !exists(id) {
+			gone = append(gone, id)
+		}
+	}
+	o.mu.Unlock()
+	for _, id := range gone {
+		_ = o.remove(id)
+	}
+}

@@ -1,0 +1,268 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"unsafe"
+
+	"github.com/containerd/errdefs"
+	"golang.org/x/sys/unix"
+)
+
+// Peer is the process at the other end of a connection, as the kernel
+// reported it when the connection was accepted (SO_PEERCRED: the
+// credentials the client had at connect(2); SO_PEERGROUPS: its
+// supplementary groups then). Nothing a client sends can change it.
+type Peer struct {
+	UID, GID, PID int
+	Groups        []int
+}
+
+type peerKey struct{}
+
+// peerOf returns the peer ConnContext attached to ctx.
+func peerOf(ctx context.Context) (Peer, bool) {
+	p, ok := ctx.Value(peerKey{}).(Peer)
+	return p, ok
+}
+
+// withPeer is http.Server.ConnContext: it reads the peer's credentials
+// from the accepted unix socket. A connection whose peer cannot be read
+// gets no peer, and every request on it is refused.
+func withPeer(ctx context.Context, c net.Conn) context.Context {
+	uc, ok := c.(*net.UnixConn)
+	if !ok {
+		return ctx
+	}
+	p, err := peerCred(uc)
+	if err != nil {
+		return ctx
+	}
+	return context.WithValue(ctx, peerKey{}, p)
+}
+
+func peerCred(c *net.UnixConn) (Peer, error) {
+	raw, err := c.SyscallConn()
+	if err != nil {
+		return Peer{}, err
+	}
+	var p Peer
+	var serr error
+	err = raw.Control(func(fd uintptr) {
+		var cred *unix.Ucred
+		cred, serr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
+		if serr != nil {
+			return
+		}
+		p = Peer{UID: int(cred.Uid), GID: int(cred.Gid), PID: int(cred.Pid)}
+		p.Groups, serr = peerGroups(int(fd))
+	})
+	if err == nil {
+		err = serr
+	}
+	return p, err
+}
+
+// peerGroups reads SO_PEERGROUPS (Linux 4.13): the peer's supplementary
+// groups at connect time.
+func peerGroups(fd int) ([]int, error) {
+	buf := make([]uint32, 64)
+	for {
+		n := uint32(len(buf) * 4)
+		_, _, e := unix.Syscall6(unix.SYS_GETSOCKOPT, uintptr(fd), unix.SOL_SOCKET, unix.SO_PEERGROUPS,
+			uintptr(unsafe.Pointer(&buf[0])), uintptr(unsafe.Pointer(&n)), 0)
+		switch {
+		case e == unix.ERANGE && int(n) > len(buf)*4:
+			buf = make([]uint32, n/4+1)
+			continue
+		case e != 0:
+			return nil, fmt.Errorf("SO_PEERGROUPS: %w", e)
+		}
+		out := make([]int, n/4)
+		for i := range out {
+			out[i] = int(buf[i])
+		}
+		return out, nil
+	}
+}
+
+// inGroup reports whether the peer is a member of gid, as primary or
+// supplementary group.
+func (p Peer) inGroup(gid int) bool {
+	return p.GID == gid || slices.Contains(p.Groups, gid)
+}
+
+// Access modes for asPeer.
+const (
+	accessRead  = unix.R_OK
+	accessWrite = unix.W_OK
+	accessDir   = unix.X_OK
+)
+
+// openDirAsPeer opens the directory unsafePath with the peer's file
+// system credentials and checks that the peer may read and search it,
+// so the daemon (root) never lends its own access: every component on
+// the way is searched, and the directory's mode, ACLs and LSM labels
+// judged, by the kernel as for the peer itself. It returns the
+// directory's path with every symbolic link resolved (as the kernel
+// resolved it at the open) and its identity; the caller pins the
+// session to that inode.
+//
+// How: on a goroutine locked to its OS thread, setfsuid/setfsgid and a
+// per-thread setgroups (raw system calls: glibc and Go's syscall package
+// would change every thread) give the thread the peer's credentials for
+// file system access — changing the fsuid from 0 drops
+// CAP_DAC_OVERRIDE and CAP_DAC_READ_SEARCH from the thread's effective
+// set (capabilities(7)) — then open(O_PATH|O_DIRECTORY) and
+// faccessat2(AT_EACCESS), which judges by those credentials. The thread
+// is never unlocked: the runtime ends it with the goroutine, so the
+// changed credentials can never serve another goroutine. Cheaper than a
+// child process with dropped credentials, and the same kernel checks.
+func openDirAsPeer(p Peer, unsafePath string) (real string, st unix.Stat_t, err error) {
+	if !filepath.IsAbs(unsafePath) {
+		return "", st, fmt.Errorf("repository %q: %w: want an absolute path", unsafePath, errdefs.ErrInvalidArgument)
+	}
+	err = asPeer(p, func() error {
+		fd, err := unix.Open(unsafePath, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return err
+		}
+		defer unix.Close(fd)
+		if err := faccess(fd, "", accessRead|accessDir); err != nil {
+			return err
+		}
+		if err := unix.Fstat(fd, &st); err != nil {
+			return err
+		}
+		real, err = os.Readlink("/proc/self/fd/" + strconv.Itoa(fd))
+		return err
+	})
+	if err != nil {
+		return "", st, accessError("repository", unsafePath, p, err)
+	}
+	return real, st, nil
+}
+
+// checkAsPeer checks that the peer may access path with mode (accessRead,
+// accessWrite, accessDir, or'ed), following symbolic links as the peer
+// would.
+func checkAsPeer(p Peer, what, path string, mode uint32) error {
+	if err := asPeer(p, func() error { return faccess(unix.AT_FDCWD, path, mode) }); err != nil {
+		return accessError(what, path, p, err)
+	}
+	return nil
+}
+
+func accessError(what, path string, p Peer, err error) error {
+	switch {
+	case errors.Is(err, unix.ENOENT), errors.Is(err, unix.ENOTDIR):
+		return fmt.Errorf("%s %q: %w: it does not exist (as uid %d, the caller, sees it)", what, path, errdefs.ErrInvalidArgument, p.UID)
+	case errors.Is(err, unix.EACCES), errors.Is(err, unix.EPERM):
+		return fmt.Errorf("%s %q: %w: uid %d (the caller) may not access it", what, path, errdefs.ErrPermissionDenied, p.UID)
+	}
+	return fmt.Errorf("%s %q: checking access as the calling user: %w", what, path, err)
+}
+
+// faccess is faccessat2(dirfd, path, mode, AT_EACCESS, plus AT_EMPTY_PATH
+// when path is ""). AT_EACCESS makes the kernel judge by the thread's
+// current (fs) credentials instead of its real ones.
+func faccess(dirfd int, path string, mode uint32) error {
+	flags := unix.AT_EACCESS
+	if path == "" {
+		flags |= unix.AT_EMPTY_PATH
+	}
+	p, err := unix.BytePtrFromString(path)
+	if err != nil {
+		return err
+	}
+	_, _, e := unix.Syscall6(unix.SYS_FACCESSAT2, uintptr(dirfd), uintptr(unsafe.Pointer(p)), uintptr(mode), uintptr(flags), 0, 0)
+	if e != 0 {
+		return e
+	}
+	return nil
+}
+
+// asPeer runs f on a fresh OS thread whose file system credentials are
+// the peer's (see openDirAsPeer). Root's own calls run f directly.
+func asPeer(p Peer, f func() error) error {
+	if p.UID == 0 {
+		return f()
+	}
+	done := make(chan error, 1)
+	go func() {
+		// Never unlocked: the thread dies with this goroutine.
+		runtime.LockOSThread()
+		groups := make([]uint32, len(p.Groups))
+		for i, g := range p.Groups {
+			groups[i] = uint32(g)
+		}
+		var gp uintptr
+		if len(groups) > 0 {
+			gp = uintptr(unsafe.Pointer(&groups[0]))
+		}
+		if _, _, e := unix.RawSyscall(unix.SYS_SETGROUPS, uintptr(len(groups)), gp, 0); e != 0 {
+			done <- fmt.Errorf("setgroups: %w", e)
+			return
+		}
+		// setfsuid/setfsgid return the previous id and never fail
+		// visibly; read back to be sure the change took.
+		unix.RawSyscall(unix.SYS_SETFSGID, uintptr(p.GID), 0, 0)
+		unix.RawSyscall(unix.SYS_SETFSUID, uintptr(p.UID), 0, 0)
+		if cur, _, _ := unix.RawSyscall(unix.SYS_SETFSUID, ^uintptr(0), 0, 0); int(cur) != p.UID {
+			done <- fmt.Errorf("setfsuid(%d) did not take (fsuid %d)", p.UID, cur)
+			return
+		}
+		if cur, _, _ := unix.RawSyscall(unix.SYS_SETFSGID, ^uintptr(0), 0, 0); int(cur) != p.GID {
+			done <- fmt.Errorf("setfsgid(%d) did not take (fsgid %d)", p.GID, cur)
+			return
+		}
+		done <- f()
+	}()
+	return <-done
+}
+
+// readFileAsPeer reads the file at path (at most max bytes) with the
+// peer's file system credentials (see asPeer): the daemon reads only what
+// the caller could read itself, and reads it once, so no later swap of
+// the path can change what was checked.
+func readFileAsPeer(p Peer, what, path string, max int64) ([]byte, error) {
+	var data []byte
+	err := asPeer(p, func() error {
+		f, err := os.OpenFile(path, os.O_RDONLY|unix.O_CLOEXEC|unix.O_NOCTTY|unix.O_NONBLOCK, 0)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		st, err := f.Stat()
+		if err != nil {
+			return err
+		}
+		if !st.Mode().IsRegular() {
+			return fmt.Errorf("%w: not a regular file", errdefs.ErrInvalidArgument)
+		}
+		data, err = io.ReadAll(io.LimitReader(f, max+1))
+		if err == nil && int64(len(data)) > max {
+			err = fmt.Errorf("%w: larger than %d bytes", errdefs.ErrInvalidArgument, max)
+		}
+		return err
+	})
+	if err != nil {
+		var pe *os.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
+		if errdefs.IsInvalidArgument(err) {
+			return nil, fmt.Errorf("%s %q: %w", what, path, err)
+		}
+		return nil, accessError(what, path, p, err)
+	}
+	return data, nil
+}

@@ -1,0 +1,757 @@
+package daemon
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/containerd/errdefs"
+	"github.com/corral-sandbox/corral/audit"
+	apidoc "github.com/corral-sandbox/corral/docs/api"
+	"github.com/corral-sandbox/corral/sandbox/api"
+)
+
+// Limits of a request.
+const (
+	// maxBody bounds a request body: a write's 8 MiB of content in base64
+	// and its envelope.
+	maxBody = 12 << 20
+	// answerWrite bounds the time to write an unstreamed answer.
+	answerWrite = 60 * time.Second
+	// maxIdleTTL bounds a session's idle TTL.
+	maxIdleTTL = 30 * 24 * time.Hour
+	// maxProfile bounds a profile file.
+	maxProfile = 1 << 20
+)
+
+// Options are the server's trusted configuration (the daemon's flags).
+type Options struct {
+	// Version is corral's build version.
+	Version string
+	// AdminGID is the group whose members, like root, see and touch
+	// every session; -1 for none.
+	AdminGID int
+	// MaxRunning caps the calls running a container at once, host-wide;
+	// QueueWait is how long a call over it waits for a slot.
+	MaxRunning int
+	QueueWait  time.Duration
+	// DefaultIdleTTL is a new session's idle TTL when its request names
+	// none.
+	DefaultIdleTTL time.Duration
+	// StateDir holds the daemon's owner records (STATE_DIR/daemon).
+	StateDir string
+	// Log receives one line per failed request and the daemon's notes.
+	Log io.Writer
+}
+
+// Server is the daemon's HTTP API over a Backend. Its Handler must be
+// served with ConnContext set to ConnContext (Serve does), so that each
+// request carries its connection's peer.
+type Server struct {
+	opt    Options
+	b      Backend
+	owners *owners
+	lim    *limiter
+	mux    *http.ServeMux
+	now    func() time.Time
+}
+
+// NewServer returns the API server of b. It reads the owner records of
+// opt.StateDir.
+func NewServer(b Backend, opt Options) (*Server, error) {
+	if opt.MaxRunning <= 0 {
+		return nil, fmt.Errorf("max running calls %d: %w: want at least 1", opt.MaxRunning, errdefs.ErrInvalidArgument)
+	}
+	if opt.DefaultIdleTTL <= 0 {
+		opt.DefaultIdleTTL = 24 * time.Hour
+	}
+	if opt.Log == nil {
+		opt.Log = io.Discard
+	}
+	o, err := openOwners(opt.StateDir)
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{opt: opt, b: b, owners: o, lim: newLimiter(opt.MaxRunning, opt.QueueWait), mux: http.NewServeMux(), now: time.Now}
+	for _, r := range s.routes() {
+		s.mux.HandleFunc(r.pattern, r.handler)
+	}
+	return s, nil
+}
+
+// ConnContext is http.Server.ConnContext for the daemon: it attaches the
+// connection's peer credentials (SO_PEERCRED, SO_PEERGROUPS).
+func ConnContext(ctx context.Context, c net.Conn) context.Context { return withPeer(ctx, c) }
+
+type route struct {
+	pattern string
+	handler http.HandlerFunc
+}
+
+// routes is every route of the API; the OpenAPI test checks that it and
+// docs/api/openapi.yaml name the same ones.
+func (s *Server) routes() []route {
+	return []route{
+		{"GET /v1/version", s.version},
+		{"GET /v1/health", s.health},
+		{"GET /v1/openapi.json", s.openapi},
+		{"POST /v1/sessions", s.create},
+		{"GET /v1/sessions", s.list},
+		{"POST /v1/sessions/prune", s.prune},
+		{"GET /v1/sessions/{id}", s.get},
+		{"DELETE /v1/sessions/{id}", s.remove},
+		{"POST /v1/sessions/{id}/check", s.check},
+		{"POST /v1/sessions/{id}/exec", s.exec},
+		{"POST /v1/sessions/{id}/files:read", s.read},
+		{"POST /v1/sessions/{id}/files:list", s.listFiles},
+		{"POST /v1/sessions/{id}/files:glob", s.glob},
+		{"POST /v1/sessions/{id}/files:search", s.search},
+		{"POST /v1/sessions/{id}/files:write", s.write},
+		{"POST /v1/sessions/{id}/files:edit", s.edit},
+		{"GET /v1/sessions/{id}/diff", s.diff},
+		{"GET /v1/sessions/{id}/profile", s.profile},
+		{"POST /v1/sessions/{id}/apply", s.apply},
+	}
+}
+
+// Patterns returns the patterns of every route ("GET /v1/version", …).
+func (s *Server) Patterns() []string {
+	var out []string
+	for _, r := range s.routes() {
+		out = append(out, r.pattern)
+	}
+	return out
+}
+
+// ServeHTTP serves the API. A request without a peer (a connection whose
+// credentials could not be read) is refused; no route, or a method the
+// route does not take, is answered in the API's error form.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	p, ok := peerOf(r.Context())
+	if !ok {
+		s.fail(w, r, fmt.Errorf("%w: the caller's credentials (SO_PEERCRED) could not be read", errdefs.ErrPermissionDenied))
+		return
+	}
+	r = r.WithContext(audit.ContextWithPeer(r.Context(), audit.Peer{UID: p.UID, GID: p.GID, PID: p.PID}))
+	h, pattern := s.mux.Handler(r)
+	if pattern != "" {
+		s.mux.ServeHTTP(w, r) // sets the path's values
+		return
+	}
+	rec := &recorder{header: http.Header{}}
+	h.ServeHTTP(rec, r)
+	if allow := rec.header.Get("Allow"); allow != "" {
+		w.Header().Set("Allow", allow)
+	}
+	kind, msg := api.KindNotFound, fmt.Sprintf("no route %s %s", r.Method, r.URL.Path)
+	if rec.status == http.StatusMethodNotAllowed {
+		kind, msg = "method_not_allowed", fmt.Sprintf("%s %s: method not allowed (allowed: %s)", r.Method, r.URL.Path, rec.header.Get("Allow"))
+	}
+	status := rec.status
+	if status == 0 || status/100 == 3 {
+		// The mux redirects unclean paths; an API client never needs that.
+		status = http.StatusNotFound
+	}
+	writeJSON(w, status, api.ErrorBody{Error: api.Error{Kind: kind, Message: msg}})
+}
+
+// recorder captures the mux's own answer for a request it has no route
+// for.
+type recorder struct {
+	header http.Header
+	status int
+}
+
+func (r *recorder) Header() http.Header         { return r.header }
+func (r *recorder) Write(p []byte) (int, error) { return len(p), nil }
+func (r *recorder) WriteHeader(code int)        { r.status = code }
+
+// writeJSON writes v as the answer with status.
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		status = http.StatusInternalServerError
+		buf.Reset()
+		fmt.Fprintf(&buf, `{"error":{"kind":"failed","message":%q}}`+"\n", "encoding the answer: "+err.Error())
+	}
+	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(answerWrite))
+	w.Header().Set("Content-Type", api.MediaJSON)
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	_, _ = w.Write(buf.Bytes())
+}
+
+// fail answers err in the API's error form.
+func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
+	s.failWith(w, r, err, nil)
+}
+
+func (s *Server) failWith(w http.ResponseWriter, r *http.Request, err error, rep *api.Report) {
+	e := apiError(err)
+	status := statusOf(e)
+	if status >= 500 {
+		p, _ := peerOf(r.Context())
+		fmt.Fprintf(s.opt.Log, "corral daemon: %s %s (uid %d pid %d): %v\n", r.Method, r.URL.Path, p.UID, p.PID, err)
+	}
+	writeJSON(w, status, api.ErrorBody{Error: e, Report: rep})
+}
+
+// decode reads the request body into v strictly: JSON, at most maxBody,
+// no unknown field (a field this daemon does not know might have been
+// meant to restrict the call, so it is refused, not ignored).
+func decode(w http.ResponseWriter, r *http.Request, v any) error {
+	if ct := r.Header.Get("Content-Type"); ct != "" && !strings.HasPrefix(ct, api.MediaJSON) {
+		return fmt.Errorf("content type %q: %w: want %s", ct, errdefs.ErrInvalidArgument, api.MediaJSON)
+	}
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			return fmt.Errorf("request body: %w: larger than %d bytes", errdefs.ErrInvalidArgument, maxBody)
+		}
+		return fmt.Errorf("request body: %w: %v", errdefs.ErrInvalidArgument, err)
+	}
+	if dec.More() {
+		return fmt.Errorf("request body: %w: more than one JSON value", errdefs.ErrInvalidArgument)
+	}
+	return nil
+}
+
+// visible reports whether p may see a session owned by uid.
+func (s *Server) visible(p Peer, uid int) bool {
+	return p.UID == 0 || p.UID == uid || (s.opt.AdminGID >= 0 && p.inGroup(s.opt.AdminGID))
+}
+
+// errNoSession is the one answer for a session that does not exist and
+// for one the caller may not see: the same text, so that an answer never
+// tells one from the other.
+func errNoSession(id string) error {
+	return fmt.Errorf("session %s: %w", id, errdefs.ErrNotFound)
+}
+
+// session returns the id of the request's session when the peer may see
+// it, else answers 404 and returns false. The backend answers the same
+// 404 for a session that does not exist.
+func (s *Server) session(w http.ResponseWriter, r *http.Request) (string, bool) {
+	id := r.PathValue("id")
+	p, _ := peerOf(r.Context())
+	if !idPattern.MatchString(id) || !s.visible(p, s.owners.get(id, s.opt.DefaultIdleTTL).UID) {
+		s.fail(w, r, errNoSession(id))
+		return "", false
+	}
+	s.owners.touch(id, s.now())
+	return id, true
+}
+
+// notFound rewrites the backend's not-found for id into errNoSession.
+func notFound(id string, err error) error {
+	if errdefs.IsNotFound(err) && !isFileFailure(err) {
+		return errNoSession(id)
+	}
+	return err
+}
+
+func isFileFailure(err error) bool {
+	var f *FileFailure
+	return errors.As(err, &f)
+}
+
+func (s *Server) version(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, api.VersionInfo{Version: s.opt.Version, API: api.Version, Go: runtime.Version()})
+}
+
+func (s *Server) health(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
+	defer cancel()
+	h := api.Health{Containerd: s.b.Containerd(ctx)}
+	h.OK = h.Containerd.OK
+	if list, err := s.b.Sessions(ctx); err == nil {
+		h.Sessions = len(list)
+	}
+	h.Calls = api.CallsState{Running: s.lim.running(), Waiting: int(s.lim.waiting.Load()), Cap: cap(s.lim.slots)}
+	writeJSON(w, http.StatusOK, h)
+}
+
+func (s *Server) openapi(w http.ResponseWriter, r *http.Request) {
+	doc, err := apidoc.JSON()
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	w.Header().Set("Content-Type", api.MediaJSON)
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(doc)
+}
+
+func (s *Server) create(w http.ResponseWriter, r *http.Request) {
+	var req api.CreateSession
+	if err := decode(w, r, &req); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	p, _ := peerOf(r.Context())
+	ttl := s.opt.DefaultIdleTTL
+	if req.IdleTTL != "" {
+		d, err := time.ParseDuration(req.IdleTTL)
+		if err != nil || d <= 0 || d > maxIdleTTL {
+			s.fail(w, r, fmt.Errorf("idle_ttl %q: %w: want a duration above 0 and at most %s", req.IdleTTL, errdefs.ErrInvalidArgument, maxIdleTTL))
+			return
+		}
+		ttl = d
+	}
+	cfg := CreateConfig{CreateSession: req}
+	// A profile file is read as the caller, once: the daemon reads only
+	// what the caller could read itself.
+	if strings.ContainsRune(req.Profile, '/') || strings.HasSuffix(req.Profile, ".yaml") {
+		if !filepath.IsAbs(req.Profile) {
+			s.fail(w, r, fmt.Errorf("profile %q: %w: a profile file must be named by an absolute path", req.Profile, errdefs.ErrInvalidArgument))
+			return
+		}
+		data, err := readFileAsPeer(p, "profile", req.Profile, maxProfile)
+		if err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		cfg.ProfileData = data
+	}
+	real, st, err := openDirAsPeer(p, req.Repo)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	cfg.Repo, cfg.RepoDev, cfg.RepoIno = real, uint64(st.Dev), st.Ino
+	sess, err := s.b.Create(r.Context(), cfg)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	now := s.now()
+	if err := s.owners.add(sess.ID, ownerRecord{UID: p.UID, GID: p.GID, IdleTTL: ttl, LastUsed: now}); err != nil {
+		// Without its owner record the session would be root's: remove it.
+		_, rerr := s.b.Remove(context.WithoutCancel(r.Context()), sess.ID, true)
+		s.fail(w, r, errors.Join(err, rerr))
+		return
+	}
+	writeJSON(w, http.StatusCreated, s.annotate(sess))
+}
+
+// annotate adds the daemon's own fields to a backend session.
+func (s *Server) annotate(sess api.Session) api.Session {
+	rec := s.owners.get(sess.ID, s.opt.DefaultIdleTTL)
+	sess.Owner = rec.UID
+	sess.IdleTTLNS = int64(rec.IdleTTL)
+	sess.LastUsed = rec.LastUsed
+	if sess.LastUsed.IsZero() {
+		sess.LastUsed = sess.Created
+	}
+	return sess
+}
+
+// visibleSessions lists the sessions the peer may see.
+func (s *Server) visibleSessions(ctx context.Context) ([]api.Session, error) {
+	p, _ := peerOf(ctx)
+	all, err := s.b.Sessions(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := []api.Session{}
+	for _, sess := range all {
+		sess = s.annotate(sess)
+		if s.visible(p, sess.Owner) {
+			out = append(out, sess)
+		}
+	}
+	return out, nil
+}
+
+func (s *Server) list(w http.ResponseWriter, r *http.Request) {
+	list, err := s.visibleSessions(r.Context())
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, list)
+}
+
+func (s *Server) get(w http.ResponseWriter, r *http.Request) {
+	id, ok := s.session(w, r)
+	if !ok {
+		return
+	}
+	list, err := s.visibleSessions(r.Context())
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	i := slices.IndexFunc(list, func(x api.Session) bool { return x.ID == id })
+	if i < 0 {
+		s.fail(w, r, errNoSession(id))
+		return
+	}
+	writeJSON(w, http.StatusOK, list[i])
+}
+
+func (s *Server) remove(w http.ResponseWriter, r *http.Request) {
+	id, ok := s.session(w, r)
+	if !ok {
+		return
+	}
+	var discard bool
+	switch v := r.URL.Query().Get("discard"); v {
+	case "", "false":
+	case "true":
+		discard = true
+	default:
+		s.fail(w, r, fmt.Errorf("discard %q: %w: want true or false", v, errdefs.ErrInvalidArgument))
+		return
+	}
+	rm, err := s.removeSession(r.Context(), id, discard)
+	if err != nil {
+		s.fail(w, r, notFound(id, err))
+		return
+	}
+	writeJSON(w, http.StatusOK, rm)
+}
+
+func (s *Server) removeSession(ctx context.Context, id string, discard bool) (api.Removed, error) {
+	rm, err := s.b.Remove(ctx, id, discard)
+	if err != nil {
+		return rm, err
+	}
+	return rm, s.owners.remove(id)
+}
+
+func (s *Server) prune(w http.ResponseWriter, r *http.Request) {
+	var req api.Prune
+	if err := decode(w, r, &req); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	var idleFor time.Duration
+	if req.IdleFor != "" {
+		d, err := time.ParseDuration(req.IdleFor)
+		if err != nil || d < 0 {
+			s.fail(w, r, fmt.Errorf("idle_for %q: %w: want a duration of 0 or more", req.IdleFor, errdefs.ErrInvalidArgument))
+			return
+		}
+		idleFor = d
+	}
+	list, err := s.visibleSessions(r.Context())
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	out, err := s.pruneSessions(r.Context(), list, func(api.Session) time.Duration {
+		return idleFor
+	}, req.IdleFor != "")
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// pruneSessions removes the sessions of list idle for at least their
+// threshold: limit's answer when useLimit, else their own TTL.
+func (s *Server) pruneSessions(ctx context.Context, list []api.Session, limit func(api.Session) time.Duration, useLimit bool) (api.Pruned, error) {
+	out := api.Pruned{Pruned: []api.Removed{}}
+	now := s.now()
+	var errs []error
+	for _, sess := range list {
+		threshold := time.Duration(sess.IdleTTLNS)
+		if useLimit {
+			threshold = limit(sess)
+		}
+		if now.Sub(sess.LastUsed) < threshold {
+			continue
+		}
+		rm, err := s.removeSession(ctx, sess.ID, false)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("session %s: %w", sess.ID, err))
+			continue
+		}
+		out.Pruned = append(out.Pruned, rm)
+	}
+	return out, errors.Join(errs...)
+}
+
+// PruneExpired removes every session past its idle TTL (the daemon's
+// timer).
+func (s *Server) PruneExpired(ctx context.Context) (api.Pruned, error) {
+	all, err := s.b.Sessions(ctx)
+	if err != nil {
+		return api.Pruned{}, err
+	}
+	for i := range all {
+		all[i] = s.annotate(all[i])
+	}
+	return s.pruneSessions(ctx, all, nil, false)
+}
+
+// Flush writes the sessions' last-use times (at shutdown).
+func (s *Server) Flush() error { return s.owners.flush() }
+
+// ForgetMissing drops owner records of sessions that no longer exist.
+func (s *Server) ForgetMissing(ctx context.Context) error {
+	all, err := s.b.Sessions(ctx)
+	if err != nil {
+		return err
+	}
+	ids := map[string]bool{}
+	for _, x := range all {
+		ids[x.ID] = true
+	}
+	s.owners.keepOnly(func(id string) bool { return ids[id] })
+	return nil
+}
+
+func (s *Server) check(w http.ResponseWriter, r *http.Request) {
+	id, ok := s.session(w, r)
+	if !ok {
+		return
+	}
+	var req api.Check
+	if err := decode(w, r, &req); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	d, err := s.b.Check(r.Context(), id, req.Argv)
+	if err != nil {
+		s.fail(w, r, notFound(id, err))
+		return
+	}
+	writeJSON(w, http.StatusOK, d)
+}
+
+// slot takes a slot of the host-wide cap for a call that runs a
+// container, or answers 429 busy.
+func (s *Server) slot(w http.ResponseWriter, r *http.Request) (func(), bool) {
+	release, err := s.lim.acquire(r.Context())
+	if err != nil {
+		s.fail(w, r, err)
+		return nil, false
+	}
+	return release, true
+}
+
+func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
+	id, ok := s.session(w, r)
+	if !ok {
+		return
+	}
+	var req api.Exec
+	if err := decode(w, r, &req); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if len(req.Argv) == 0 {
+		s.fail(w, r, fmt.Errorf("argv: %w: empty", errdefs.ErrInvalidArgument))
+		return
+	}
+	release, ok := s.slot(w, r)
+	if !ok {
+		return
+	}
+	defer release()
+	if !req.Stream && !strings.Contains(r.Header.Get("Accept"), api.MediaNDJSON) {
+		res, err := s.b.Exec(r.Context(), id, req.Argv, nil, nil)
+		if err != nil {
+			s.fail(w, r, notFound(id, err))
+			return
+		}
+		writeJSON(w, http.StatusOK, res)
+		return
+	}
+	// The call's context ends with the request (the client went away) or
+	// when the stream stalls past streamStall.
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	st := newStream(w, cancel)
+	res, err := s.b.Exec(ctx, id, req.Argv, st.stdout(), st.stderr())
+	var ev api.ExecEvent
+	if err != nil {
+		e := apiError(notFound(id, err))
+		ev.Error = &e
+	} else {
+		res.Stdout, res.Stderr = nil, nil
+		ev.Result = res
+	}
+	if !st.finish(&ev) {
+		if err != nil {
+			s.fail(w, r, notFound(id, err))
+			return
+		}
+		writeJSON(w, http.StatusOK, res)
+	}
+}
+
+// fileCall runs one file tool under the call cap and answers its result.
+func fileCall[Req, Res any](s *Server, w http.ResponseWriter, r *http.Request, call func(ctx context.Context, id string, req Req) (*Res, error)) {
+	id, ok := s.session(w, r)
+	if !ok {
+		return
+	}
+	var req Req
+	if err := decode(w, r, &req); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	release, ok := s.slot(w, r)
+	if !ok {
+		return
+	}
+	defer release()
+	res, err := call(r.Context(), id, req)
+	if err != nil {
+		s.fail(w, r, notFound(id, err))
+		return
+	}
+	writeJSON(w, http.StatusOK, res)
+}
+
+func (s *Server) read(w http.ResponseWriter, r *http.Request) {
+	fileCall(s, w, r, func(ctx context.Context, id string, req api.Read) (*api.ReadResult, error) {
+		if req.Unit != "" && req.Unit != "lines" && req.Unit != "bytes" {
+			return nil, fmt.Errorf("unit %q: %w: want lines or bytes", req.Unit, errdefs.ErrInvalidArgument)
+		}
+		return s.b.Read(ctx, id, req)
+	})
+}
+
+func (s *Server) listFiles(w http.ResponseWriter, r *http.Request) {
+	fileCall(s, w, r, s.b.List)
+}
+
+func (s *Server) glob(w http.ResponseWriter, r *http.Request) {
+	fileCall(s, w, r, s.b.Glob)
+}
+
+func (s *Server) search(w http.ResponseWriter, r *http.Request) {
+	fileCall(s, w, r, s.b.Search)
+}
+
+func (s *Server) write(w http.ResponseWriter, r *http.Request) {
+	fileCall(s, w, r, func(ctx context.Context, id string, req api.Write) (*api.WriteResult, error) {
+		content := []byte(req.Content)
+		switch {
+		case req.Content != "" && req.ContentB64 != nil:
+			return nil, fmt.Errorf("write: %w: content and content_b64 exclude each other", errdefs.ErrInvalidArgument)
+		case req.ContentB64 != nil:
+			content = req.ContentB64
+		}
+		return s.b.Write(ctx, id, req, content)
+	})
+}
+
+func (s *Server) edit(w http.ResponseWriter, r *http.Request) {
+	fileCall(s, w, r, s.b.Edit)
+}
+
+func (s *Server) diff(w http.ResponseWriter, r *http.Request) {
+	id, ok := s.session(w, r)
+	if !ok {
+		return
+	}
+	format := r.URL.Query().Get("format")
+	var contents bool
+	switch v := r.URL.Query().Get("contents"); v {
+	case "", "false":
+	case "true":
+		contents = true
+	default:
+		s.fail(w, r, fmt.Errorf("contents %q: %w: want true or false", v, errdefs.ErrInvalidArgument))
+		return
+	}
+	switch format {
+	case "", "json":
+		cs, err := s.b.Diff(r.Context(), id, contents)
+		if err != nil {
+			s.fail(w, r, notFound(id, err))
+			return
+		}
+		writeJSON(w, http.StatusOK, cs)
+	case "stat":
+		cs, err := s.b.Diff(r.Context(), id, false)
+		if err != nil {
+			s.fail(w, r, notFound(id, err))
+			return
+		}
+		writeText(w, api.MediaText, []byte(cs.Stat))
+	case "patch":
+		patch, err := s.b.Patch(r.Context(), id)
+		if err != nil {
+			s.fail(w, r, notFound(id, err))
+			return
+		}
+		writeText(w, api.MediaPatch, patch)
+	default:
+		s.fail(w, r, fmt.Errorf("format %q: %w: want json, patch or stat", format, errdefs.ErrInvalidArgument))
+	}
+}
+
+// profile is GET /v1/sessions/{id}/profile: the profile the session
+// recorded, for a client that reports its limits as the CLI does.
+func (s *Server) profile(w http.ResponseWriter, r *http.Request) {
+	id, ok := s.session(w, r)
+	if !ok {
+		return
+	}
+	doc, err := s.b.Profile(r.Context(), id)
+	if err != nil {
+		s.fail(w, r, notFound(id, err))
+		return
+	}
+	writeText(w, api.MediaYAML, doc)
+}
+
+func writeText(w http.ResponseWriter, ct string, b []byte) {
+	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(answerWrite))
+	w.Header().Set("Content-Type", ct)
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(b)
+}
+
+func (s *Server) apply(w http.ResponseWriter, r *http.Request) {
+	id, ok := s.session(w, r)
+	if !ok {
+		return
+	}
+	var req api.Apply
+	if err := decode(w, r, &req); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	p, _ := peerOf(r.Context())
+	// The daemon writes as root: each directory written into must be one
+	// the caller could write itself.
+	canWrite := func(repo, dir string) error {
+		return checkAsPeer(p, "repository directory", joinRepo(repo, dir), accessWrite|accessDir)
+	}
+	rep, err := s.b.Apply(r.Context(), id, req, canWrite)
+	if err != nil {
+		s.failWith(w, r, notFound(id, err), rep)
+		return
+	}
+	writeJSON(w, http.StatusOK, rep)
+}
+
+func joinRepo(repo, dir string) string {
+	if dir == "" || dir == "." {
+		return repo
+	}
+	return strings.TrimSuffix(repo, "/") + "/" + dir
+}
