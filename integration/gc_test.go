@@ -6,11 +6,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/containerd/containerd/api/services/tasks/v1"
 	"github.com/corral-sandbox/corral/internal/testutil"
 	"github.com/corral-sandbox/corral/sandbox"
 	"github.com/moby/sys/mountinfo"
@@ -19,38 +21,84 @@ import (
 
 // TestCrashSupervisorChild is the supervisor that TestGCAfterSupervisorKill
 // kills with SIGKILL, on the runtime $CORRAL_IT_CRASH_RUNTIME: mid-call
-// ($CORRAL_IT_CRASH_MODE "running"), or once its session has created a
-// container ahead of the next call and never started it ("created"). It
-// only runs as that child.
+// ($CORRAL_IT_CRASH_MODE "running"), once its session has created a
+// container ahead of the next call and never started it ("created"), or
+// while its pool is creating the next one ("creating": the runtime's
+// binary is a gate, $CORRAL_IT_CRASH_GATE, that holds a create once the
+// child armed it). It only runs as that child.
 func TestCrashSupervisorChild(t *testing.T) {
 	repo := os.Getenv("CORRAL_IT_CRASH_REPO")
 	if repo == "" {
 		t.Skip("runs only as the child of TestGCAfterSupervisorKill")
 	}
-	e := testRuntime{name: os.Getenv("CORRAL_IT_CRASH_RUNTIME")}.executor(t)
+	rt := testRuntime{name: os.Getenv("CORRAL_IT_CRASH_RUNTIME")}
+	mode, gate := os.Getenv("CORRAL_IT_CRASH_MODE"), os.Getenv("CORRAL_IT_CRASH_GATE")
+	e := rt.executor(t)
+	if gate != "" {
+		e = testutil.ExecutorWith(t, func(cfg *sandbox.Config) {
+			cfg.Runtime, cfg.RuntimeBinary = rt.name, filepath.Join(gate, "runtime")
+		})
+	}
 	s, err := e.NewSession(context.Background(), sandbox.SessionConfig{Repo: repo, Profile: docsProfile(t)})
 	require.NoError(t, err)
 	fmt.Println("session", s.ID)
-	if os.Getenv("CORRAL_IT_CRASH_MODE") == "created" {
+	if mode == "created" || mode == "creating" {
 		// After the first call the session's pool creates containers
 		// ahead: the parent kills this process once one exists.
 		_, err := testutil.ExecWithoutPolicy(context.Background(), s, []string{"probe", "sleep", "0s"}, os.Stdout, os.Stderr)
 		require.NoError(t, err)
-		time.Sleep(5 * time.Minute)
+		if mode == "created" {
+			time.Sleep(5 * time.Minute)
+		}
+		// "creating": once the pool holds a created container, arm the
+		// gate; the next call takes that container and the refill's
+		// create is held in the runtime until the parent killed us.
+		ctx := e.Context(context.Background())
+		filter := fmt.Sprintf("labels.%q==%d", sandbox.LabelPID, os.Getpid())
+		for created := false; !created; time.Sleep(50 * time.Millisecond) {
+			cs, err := e.Client().Containers(ctx, filter)
+			require.NoError(t, err)
+			for _, c := range cs {
+				if task, err := c.Task(ctx, nil); err == nil {
+					if st, err := task.Status(ctx); err == nil && st.Status == "created" {
+						created = true
+					}
+				}
+			}
+		}
+		require.NoError(t, os.WriteFile(filepath.Join(gate, "armed"), nil, 0o644))
 	}
 	_, _ = testutil.ExecWithoutPolicy(context.Background(), s, []string{"probe", "sleep", "120s"}, os.Stdout, os.Stderr)
 	t.Fatal("the parent should have killed this process")
 }
 
+// gateScript is the runtime binary of the "creating" child: the real
+// runtime, except that a create, once dir/armed exists, writes the
+// container's id (its last argument) to dir/creating and waits for
+// dir/go. runc, crun and corral-runsc all end a create's command line
+// with the id.
+const gateScript = `#!/bin/sh
+for a in "$@"; do last=$a; done
+for a in "$@"; do
+	if [ "$a" = create ] && [ -e %[1]s/armed ] && [ ! -e %[1]s/creating ]; then
+		echo "$last" > %[1]s/creating.tmp && mv %[1]s/creating.tmp %[1]s/creating
+		while [ ! -e %[1]s/go ]; do sleep 0.05; done
+	fi
+done
+exec %[2]s "$@"
+`
+
 // TestGCAfterSupervisorKill: gc removes everything a supervisor killed
-// with SIGKILL left, under each runtime, with a container running or
+// with SIGKILL left, under each runtime, with a container running,
 // created and never started (runsc 20221219 cannot signal one; corral-runsc
-// deletes it instead): the containers, their tasks and the runtime's state
-// of them, sandbox processes, cgroups, leases, the session's host mounts
-// and directory.
+// deletes it instead), being created by the pool (its create held in the
+// runtime when the supervisor dies), or orphaned (its record deleted, its
+// task left: out of the task API's reach): the containers, their tasks
+// and the runtime's state of them, shims, sandbox processes, cgroups,
+// leases, the session's host mounts and directory.
 func TestGCAfterSupervisorKill(t *testing.T) {
 	forEachRuntime(t, func(t *testing.T, rt testRuntime) {
-		for _, mode := range []string{"running", "created"} {
+		for _, mode := range []string{"running", "created", "creating", "orphaned"} {
 			t.Run(mode, func(t *testing.T) { testGCAfterSupervisorKill(t, rt, mode) })
 		}
 	})
@@ -61,7 +109,23 @@ func testGCAfterSupervisorKill(t *testing.T, rt testRuntime, mode string) {
 	repo := hiddenRepo(t)
 	child := exec.Command(os.Args[0], "-test.run", "^TestCrashSupervisorChild$", "-test.count=1")
 	child.Env = append(os.Environ(), "CORRAL_IT_CRASH_REPO="+repo, "CORRAL_IT_STATE_DIR="+testutil.StateDir(t),
-		"CORRAL_IT_CRASH_RUNTIME="+rt.name, "CORRAL_IT_CRASH_MODE="+mode)
+		"CORRAL_IT_CRASH_RUNTIME="+rt.name, "CORRAL_IT_CRASH_MODE="+strings.Replace(mode, "orphaned", "created", 1))
+	gate := ""
+	if mode == "creating" {
+		info, err := sandbox.LookupRuntime(rt.name)
+		require.NoError(t, err)
+		bin := info.Binary
+		if bin == "" {
+			bin = "runc"
+		}
+		real, err := exec.LookPath(bin)
+		require.NoError(t, err)
+		gate = t.TempDir()
+		require.NoError(t, os.WriteFile(filepath.Join(gate, "runtime"), []byte(fmt.Sprintf(gateScript, gate, real)), 0o755))
+		child.Env = append(child.Env, "CORRAL_IT_CRASH_GATE="+gate)
+		// Whatever happens, never leave a create held.
+		t.Cleanup(func() { _ = os.WriteFile(filepath.Join(gate, "go"), nil, 0o644) })
+	}
 	child.Stdout, child.Stderr = os.Stderr, os.Stderr
 	require.NoError(t, child.Start())
 	defer child.Process.Kill()
@@ -79,12 +143,18 @@ func testGCAfterSupervisorKill(t *testing.T, rt testRuntime, mode string) {
 		require.NoError(t, err)
 		for _, c := range cs {
 			ids = append(ids, c.ID())
+			labels, err := c.Labels(ctx)
+			require.NoError(t, err)
+			if mode == "creating" {
+				// The target is the container whose create the gate holds.
+				if id, err := os.ReadFile(filepath.Join(gate, "creating")); err == nil && strings.TrimSpace(string(id)) == c.ID() {
+					running, childSession = c.ID(), labels[sandbox.LabelSession]
+				}
+				continue
+			}
 			if task, err := c.Task(ctx, nil); err == nil {
-				if st, err := task.Status(ctx); err == nil && string(st.Status) == mode {
-					running = c.ID()
-					labels, err := c.Labels(ctx)
-					require.NoError(t, err)
-					childSession = labels[sandbox.LabelSession]
+				if st, err := task.Status(ctx); err == nil && (string(st.Status) == mode || mode == "orphaned" && st.Status == "created") {
+					running, childSession = c.ID(), labels[sandbox.LabelSession]
 				}
 			}
 		}
@@ -93,15 +163,37 @@ func testGCAfterSupervisorKill(t *testing.T, rt testRuntime, mode string) {
 	}
 	require.NoError(t, child.Process.Signal(syscall.SIGKILL))
 	_ = child.Wait()
+	if mode == "creating" {
+		_, err := e.Client().LoadContainer(ctx, running)
+		require.NoError(t, err)
+		task, err := e.Client().TaskService().Get(ctx, &tasks.GetRequest{ContainerID: running})
+		require.Error(t, err, "the create of %s is held: no task yet (%v)", running, task)
+	}
+	if mode == "orphaned" {
+		// The record of a created container goes, its task stays (what a
+		// gc that deleted the record while the create was in flight
+		// left): a task out of the API's reach, with its shim, runtime
+		// state and cgroups.
+		require.NoError(t, e.Client().ContainerService().Delete(ctx, running))
+		ids = append(ids, running)
+	}
+	// Every container the child made, the one being created included.
+	cs, err := e.Client().Containers(ctx, filter)
+	require.NoError(t, err)
+	for _, c := range cs {
+		if !slices.Contains(ids, c.ID()) {
+			ids = append(ids, c.ID())
+		}
+	}
 
 	sessions := filepath.Join(testutil.StateDir(t), "sessions")
 	left, err := mountinfo.GetMounts(mountinfo.PrefixFilter(sessions))
 	require.NoError(t, err)
 	require.NotEmpty(t, left, "the killed supervisor should have left its host mounts")
 
-	for _, id := range ids {
-		require.NotEmpty(t, runtimeLeftovers(t, rt, id), "the runtime's state and processes of %s before gc", id)
-	}
+	// The target is there before gc (a container whose create had not
+	// reached the runtime yet may have nothing outside containerd).
+	require.NotEmpty(t, runtimeLeftovers(t, rt, running), "the runtime's state and processes of %s before gc", running)
 
 	// The crash may also take the FIFOs with it: gc must reap without them.
 	fifos, err := filepath.Glob(filepath.Join(testutil.StateDir(t), "fifo", "*", running+"-*"))
@@ -111,22 +203,30 @@ func testGCAfterSupervisorKill(t *testing.T, rt testRuntime, mode string) {
 		require.NoError(t, os.RemoveAll(filepath.Dir(f)))
 	}
 
+	if mode == "creating" {
+		// Let the held create go on while gc runs: gc must wait for it
+		// rather than delete the record of a task being made.
+		go func() {
+			time.Sleep(time.Second)
+			_ = os.WriteFile(filepath.Join(gate, "go"), nil, 0o644)
+		}()
+	}
 	rep, err := e.GC(context.Background(), false)
 	require.NoError(t, err)
 	require.Contains(t, rep.Containers, running)
 	require.NotEmpty(t, rep.Mounts)
 
-	cs, err := e.Client().Containers(ctx, filter)
+	cs, err = e.Client().Containers(ctx, filter)
 	require.NoError(t, err)
 	require.Empty(t, cs, "containers left after gc")
 	ls, err := e.Client().LeasesService().List(ctx, filter)
 	require.NoError(t, err)
 	require.Empty(t, ls, "leases left after gc")
-	// The target's runtime state, cgroups and processes are gone. (A
-	// container the pool was still creating when the supervisor died can
-	// keep its shim, runtime state and cgroups: gc deletes its record
-	// while the shim's create is in flight. Not checked here.)
-	require.Empty(t, runtimeLeftovers(t, rt, running), "left by %s after gc", rt.name)
+	// Every container's runtime state, cgroups and processes (shim,
+	// sandbox) are gone, a create in flight when the child died included.
+	for _, id := range ids {
+		require.Empty(t, runtimeLeftovers(t, rt, id), "left by %s after gc", rt.name)
+	}
 	for _, m := range left {
 		mounted, err := mountinfo.Mounted(m.Mountpoint)
 		require.True(t, err != nil || !mounted, "mount %s left after gc", m.Mountpoint)

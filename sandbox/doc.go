@@ -56,7 +56,9 @@
 // runs the tool as its child, reaps, and holds the deadline itself
 // (timeout + InitGrace): a tool never outlives a dead supervisor. Every
 // container and lease is labelled with its owner's pid and start time and
-// a deadline, so a sweep reaps what a dead (or overdue) owner left.
+// a deadline, so a sweep reaps what a dead (or overdue) owner left: the
+// task through containerd before the record (a create the owner left in
+// flight is waited for), then shims whose record is gone (orphan_linux.go).
 //
 // The spec, in the order STYLE.md gives (specOpts): default spec (a
 // private network namespace with only lo), read-only rootfs, the process,

@@ -163,7 +163,7 @@ func (e *Executor) sweepContainers(ctx context.Context, force bool) (*GCReport, 
 			live[c.ID()] = true
 			continue
 		}
-		if err := reap(ctx, c); err != nil {
+		if err := e.reap(ctx, c); err != nil {
 			errs = append(errs, err)
 			live[c.ID()] = true
 			continue
@@ -171,6 +171,16 @@ func (e *Executor) sweepContainers(ctx context.Context, force bool) (*GCReport, 
 		rep.Containers = append(rep.Containers, c.ID())
 		reaped[c.ID()] = true
 	}
+	// Tasks whose record is gone: a record deleted while its create was
+	// in flight (an older corral's gc), or by hand.
+	orphans, err := e.sweepOrphanShims(ctx)
+	for _, id := range orphans {
+		if !reaped[id] {
+			rep.Containers = append(rep.Containers, id)
+			reaped[id] = true
+		}
+	}
+	errs = append(errs, err)
 	ls, err := e.client.LeasesService().List(ctx, filter)
 	if err != nil {
 		return rep, errors.Join(append(errs, e.wrapContainerd("listing leases", err))...)
@@ -293,15 +303,23 @@ func (e *Executor) sweepSessions(ctx context.Context, force bool) (*GCReport, er
 	return rep, errors.Join(errs...)
 }
 
-// reap kills and deletes a leftover container. The task's IO is attached
-// to a discard sink first: without a reader the task can block forever on
-// its FIFOs and task.Delete waits.
-func reap(ctx context.Context, c containerd.Container) error {
+// reap kills and deletes a leftover container: its task through
+// containerd first (the shim deletes the runtime's state, cgroups and
+// bundle, and exits), then the record with its snapshot. The task's IO is
+// attached to a discard sink first: without a reader the task can block
+// forever on its FIFOs and task.Delete waits. A container without a task
+// may have its create still in flight in containerd (the owner died in
+// NewTask): the record is kept until that create ended (settleCreate),
+// since a task whose record is gone is out of the API's reach.
+func (e *Executor) reap(ctx context.Context, c containerd.Container) error {
 	task, err := c.Task(ctx, cio.NewAttach(cio.WithStreams(nil, io.Discard, io.Discard)))
 	if err != nil && !errdefs.IsNotFound(err) {
 		// The FIFOs went with the crashed supervisor's state: take the task
 		// without IO; Kill and Delete still work, Delete only waits longer.
 		task, err = c.Task(ctx, nil)
+	}
+	if errdefs.IsNotFound(err) {
+		task, err = e.settleCreate(ctx, c)
 	}
 	if err == nil {
 		_ = task.Kill(ctx, syscall.SIGKILL, containerd.WithKillAll)

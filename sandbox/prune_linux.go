@@ -191,7 +191,7 @@ func (e *Executor) reapSession(ctx context.Context, id string) error {
 	}
 	var errs []error
 	for _, c := range cs {
-		if err := reap(cctx, c); err != nil {
+		if err := e.reap(cctx, c); err != nil {
 			errs = append(errs, err)
 		}
 	}

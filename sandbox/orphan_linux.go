@@ -1,0 +1,242 @@
+package sandbox
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	containerd "github.com/containerd/containerd/v2/client"
+	"github.com/containerd/containerd/v2/core/containers"
+	"github.com/containerd/errdefs"
+	"github.com/containerd/typeurl/v2"
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+)
+
+// createSettle bounds how long a sweep waits for a task create that a
+// dead owner left in flight in containerd: containerd's Create goes on
+// after its client died (it makes the bundle, starts the shim, runs the
+// runtime's create), and a container record deleted meanwhile leaves a
+// task nobody can reach through the API (every task call looks up the
+// record first).
+const createSettle = 30 * time.Second
+
+// shimProc is a containerd shim process serving one container: the runc
+// v2 shim runs as `<shim> -namespace NS -id ID -address ADDR ...` with
+// its bundle (containerd's state dir io.containerd.runtime.v2.task/NS/ID)
+// as working directory.
+type shimProc struct {
+	pid    int
+	id     string
+	exe    string // /proc/PID/exe resolved
+	bundle string // the working directory
+	args   []string
+}
+
+// findShims returns the shims of namespace ns serving containers named
+// corral-*, by container id, from /proc.
+func findShims(ns string) map[string][]shimProc {
+	out := map[string][]shimProc{}
+	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, p := range procs {
+		data, err := os.ReadFile(p)
+		if err != nil || !strings.Contains(string(data), "containerd-shim") {
+			continue
+		}
+		args := strings.Split(strings.TrimRight(string(data), "\x00"), "\x00")
+		if len(args) == 0 || !strings.HasPrefix(filepath.Base(args[0]), "containerd-shim") {
+			continue
+		}
+		var sp shimProc
+		nsOK := false
+		for i := 1; i+1 < len(args); i++ {
+			switch args[i] {
+			case "-namespace":
+				nsOK = args[i+1] == ns
+			case "-id":
+				sp.id = args[i+1]
+			}
+		}
+		if !nsOK || !strings.HasPrefix(sp.id, "corral-") {
+			continue
+		}
+		dir := filepath.Dir(p)
+		sp.pid, _ = strconv.Atoi(filepath.Base(dir))
+		sp.exe, _ = os.Readlink(filepath.Join(dir, "exe"))
+		sp.bundle, _ = os.Readlink(filepath.Join(dir, "cwd"))
+		sp.args = args
+		out[sp.id] = append(out[sp.id], sp)
+	}
+	return out
+}
+
+// settleCreate waits, for a container of a dead owner that has no task,
+// until a task create the owner left in flight has ended: the task
+// appeared (returned), or no shim serves the container and the record is
+// older than a shim start takes. Bounded by createSettle from the
+// record's creation.
+func (e *Executor) settleCreate(ctx context.Context, c containerd.Container) (containerd.Task, error) {
+	info, err := c.Info(ctx, containerd.WithoutRefreshedMetadata)
+	if err != nil {
+		return nil, err
+	}
+	deadline := info.CreatedAt.Add(createSettle)
+	for {
+		task, err := c.Task(ctx, nil)
+		if err == nil || !errdefs.IsNotFound(err) {
+			return task, err
+		}
+		shims := findShims(e.cfg.Namespace)[c.ID()]
+		if len(shims) == 0 && time.Since(info.CreatedAt) > 5*time.Second {
+			return nil, err
+		}
+		if time.Now().After(deadline) {
+			return nil, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// sweepOrphanShims removes the tasks whose container record is gone: the
+// shims of this namespace serving a corral-* container no record names.
+// No live process can own one (a container's record is made before its
+// task and deleted after it). Each goes the way containerd's own
+// cleanup of a dead shim goes: through containerd when it still holds
+// the task (a record of the same id is made again so the task API
+// reaches it: kill, delete, then the record), else through the shim's
+// own `delete` command (the runtime's `delete --force` with the bundle's
+// options, rootfs unmounted), then the shim is killed and its bundle and
+// cgroups removed.
+func (e *Executor) sweepOrphanShims(ctx context.Context) ([]string, error) {
+	var removed []string
+	var errs []error
+	for id, shims := range findShims(e.cfg.Namespace) {
+		if _, err := e.client.LoadContainer(ctx, id); err == nil || !errdefs.IsNotFound(err) {
+			continue
+		}
+		if err := e.removeOrphan(ctx, id, shims); err != nil {
+			errs = append(errs, fmt.Errorf("removing the orphan task %s: %w", id, err))
+			continue
+		}
+		removed = append(removed, id)
+	}
+	return removed, errors.Join(errs...)
+}
+
+func (e *Executor) removeOrphan(ctx context.Context, id string, shims []shimProc) error {
+	viaContainerd := false
+	if c, err := e.recreateRecord(ctx, id, shims[0].bundle); err == nil {
+		if task, err := c.Task(ctx, nil); err == nil {
+			_ = task.Kill(ctx, syscall.SIGKILL, containerd.WithKillAll)
+			if _, err := task.Delete(ctx, containerd.WithProcessKill); err == nil || errdefs.IsNotFound(err) {
+				viaContainerd = true
+			}
+		}
+		if err := c.Delete(ctx); err != nil && !errdefs.IsNotFound(err) {
+			return fmt.Errorf("deleting the record made again: %w", err)
+		}
+	}
+	for _, sp := range shims {
+		if !viaContainerd && sp.exe != "" && sp.bundle != "" {
+			// The shim binary's delete action (containerd's cleanup of
+			// a bundle whose shim died): runs with the bundle as its
+			// working directory and the shim's own flags.
+			args := append(shimFlags(sp.args), "delete")
+			cmd := exec.CommandContext(ctx, sp.exe, args...)
+			cmd.Dir = sp.bundle
+			_ = cmd.Run()
+		}
+		_ = syscall.Kill(sp.pid, syscall.SIGKILL)
+	}
+	for _, sp := range shims {
+		waitGone(sp.pid, 5*time.Second)
+		if sp.bundle != "" && filepath.Base(sp.bundle) == id {
+			_ = syscall.Unmount(filepath.Join(sp.bundle, "rootfs"), syscall.MNT_DETACH)
+			_ = os.RemoveAll(sp.bundle)
+		}
+	}
+	removeCgroups(e.cfg.Namespace, id)
+	if _, err := os.Stat(filepath.Join(e.oci.root, e.cfg.Namespace, id)); err == nil && e.oci.root != "" {
+		return fmt.Errorf("the runtime's state %s is left", filepath.Join(e.oci.root, e.cfg.Namespace, id))
+	}
+	return nil
+}
+
+// recreateRecord makes a container record named id again, with the spec
+// of the bundle (config.json) and this executor's runtime, so that the
+// task API reaches the task containerd still holds.
+func (e *Executor) recreateRecord(ctx context.Context, id, bundle string) (containerd.Container, error) {
+	var spec specs.Spec
+	data, err := os.ReadFile(filepath.Join(bundle, "config.json"))
+	if err == nil {
+		err = json.Unmarshal(data, &spec)
+	}
+	if err != nil {
+		return nil, err
+	}
+	anySpec, err := typeurl.MarshalAny(&spec)
+	if err != nil {
+		return nil, err
+	}
+	rec := containers.Container{
+		ID:      id,
+		Runtime: containers.RuntimeInfo{Name: e.oci.info.Shim},
+		Spec:    anySpec,
+		Labels:  map[string]string{LabelOwner: "corral", LabelStateDir: e.cfg.StateDir},
+	}
+	if _, err := e.client.ContainerService().Create(ctx, rec); err != nil {
+		return nil, err
+	}
+	return e.client.LoadContainer(ctx, id)
+}
+
+// shimFlags keeps the shim's global flags (every -flag value pair) of
+// its command line, dropping the program name.
+func shimFlags(args []string) []string {
+	var out []string
+	for i := 1; i+1 < len(args); i += 2 {
+		if !strings.HasPrefix(args[i], "-") {
+			break
+		}
+		out = append(out, args[i], args[i+1])
+	}
+	return out
+}
+
+// waitGone waits until process pid is gone (reaped by its parent), at
+// most d.
+func waitGone(pid int, d time.Duration) {
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		if _, err := os.Stat(fmt.Sprintf("/proc/%d", pid)); err != nil {
+			return
+		}
+		st, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if i := strings.LastIndexByte(string(st), ')'); i >= 0 && strings.HasPrefix(string(st[i+1:]), " Z") {
+			return // a zombie: gone but for its parent's wait
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// removeCgroups removes the container's cgroups, the leaf id under the
+// namespace (containerd's default cgroupsPath /NS/ID) in every hierarchy
+// (cgroup v1 controllers and the unified one); rmdir of an empty cgroup.
+func removeCgroups(ns, id string) {
+	dirs, _ := filepath.Glob(filepath.Join("/sys/fs/cgroup", "*", ns, id))
+	dirs = append(dirs, filepath.Join("/sys/fs/cgroup", ns, id))
+	for _, d := range dirs {
+		_ = os.Remove(d)
+	}
+}
