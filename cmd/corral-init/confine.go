@@ -48,9 +48,9 @@ var ownFiles = []string{
 // confineAndExec is the tool's process before it becomes the tool: it
 // confines its reads with Landlock (confine) on a locked thread and execs
 // argv from that thread, which the domain then belongs to. Where the
-// kernel has no Landlock (ENOSYS: gVisor's runsc, whose /proc is its own;
-// EOPNOTSUPP: disabled at boot) it execs unconfined, as `corral doctor`
-// reports; any other failure to confine refuses the tool (126).
+// kernel has no Landlock (landlock.ErrUnavailable: ENOSYS or EPERM under
+// gVisor's runsc, whose /proc is its own; EOPNOTSUPP: disabled at boot) it
+// execs unconfined, as `corral doctor` reports; any other failure to confine refuses the tool (126).
 func confineAndExec(argv []string) int {
 	runtime.LockOSThread()
 	if len(argv) == 0 {

@@ -18,9 +18,17 @@ import (
 
 // ErrUnavailable is returned (wrapped) when the kernel has no Landlock:
 // ENOSYS (not built in, or a runtime such as gVisor's runsc that does not
-// implement it) or EOPNOTSUPP (built in, disabled at boot: Landlock is not
-// in the lsm= list).
+// implement it), EOPNOTSUPP (built in, disabled at boot: Landlock is not
+// in the lsm= list) or EPERM from landlock_create_ruleset(2) (a seccomp
+// filter or sandbox kernel above the container refuses the call: gVisor's
+// runsc answers so; corral's own seccomp allowlist allows it).
 var ErrUnavailable = errors.New("landlock unavailable")
+
+// unavailable reports whether landlock_create_ruleset(2) failing with
+// errno means there is no Landlock to use (see ErrUnavailable).
+func unavailable(errno unix.Errno) bool {
+	return errno == unix.ENOSYS || errno == unix.EOPNOTSUPP || errno == unix.EPERM
+}
 
 // Read rights (ABI 1): what a Ruleset handles, and so denies where no rule
 // allows it.
@@ -34,7 +42,7 @@ const (
 func ABI() (int, error) {
 	v, _, errno := unix.Syscall(unix.SYS_LANDLOCK_CREATE_RULESET, 0, 0, unix.LANDLOCK_CREATE_RULESET_VERSION)
 	if errno != 0 {
-		if errno == unix.ENOSYS || errno == unix.EOPNOTSUPP {
+		if unavailable(errno) {
 			return 0, fmt.Errorf("%w: %w", ErrUnavailable, errno)
 		}
 		return 0, fmt.Errorf("landlock abi: %w", errno)
@@ -55,7 +63,7 @@ func NewRuleset(handled uint64) (*Ruleset, error) {
 	// kernel with Landlock accepts.
 	fd, _, errno := unix.Syscall(unix.SYS_LANDLOCK_CREATE_RULESET, uintptr(unsafe.Pointer(&attr)), unsafe.Sizeof(attr.Handled_access_fs), 0)
 	if errno != 0 {
-		if errno == unix.ENOSYS || errno == unix.EOPNOTSUPP {
+		if unavailable(errno) {
 			return nil, fmt.Errorf("%w: %w", ErrUnavailable, errno)
 		}
 		return nil, fmt.Errorf("landlock ruleset: %w", errno)
