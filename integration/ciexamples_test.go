@@ -29,6 +29,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/corral-sandbox/corral/internal/config"
 	"github.com/corral-sandbox/corral/internal/testutil"
 	"github.com/stretchr/testify/require"
 	"go.yaml.in/yaml/v3"
@@ -36,6 +37,20 @@ import (
 
 // stepTimeout bounds one step (a GitHub step, or a whole GitLab script).
 const stepTimeout = 15 * time.Minute
+
+// requireNoCorralSetting fails when a variable a CI file sets carries the
+// name of one of corral's settings (config.EnvNames) for another purpose:
+// corral inside the job would read it (a project variable CORRAL_IMAGE
+// naming the job's image once made corral look for that image as its
+// tools image). meant lists the settings the file sets on purpose.
+func requireNoCorralSetting(t *testing.T, where string, vars map[string]string, meant ...string) {
+	t.Helper()
+	for _, name := range config.EnvNames() {
+		if _, ok := vars[name]; ok && !slices.Contains(meant, name) {
+			t.Fatalf("%s sets %s, which corral reads as a setting (docs/operating.md); name the variable otherwise", where, name)
+		}
+	}
+}
 
 // strictDecode decodes YAML into v, refusing fields v does not have.
 func strictDecode(t *testing.T, data []byte, v any) {
@@ -307,6 +322,10 @@ func runGitHubJob(t *testing.T, job ghJob) {
 			continue
 		}
 
+		// The job points corral at the runner's containerd on purpose.
+		for _, m := range []map[string]string{job.Env, st.Env, readGitHubEnv(t, githubEnv)} {
+			requireNoCorralSetting(t, what, m, "CONTAINERD_ADDRESS")
+		}
 		env := map[string]string{}
 		for _, m := range []map[string]string{base, job.Env, st.Env, readGitHubEnv(t, githubEnv), override} {
 			for k, v := range m {
@@ -460,7 +479,6 @@ func runGitLabJob(t *testing.T, name string, job glJob, image string) {
 	for k, v := range job.Variables {
 		vars[k] = v
 	}
-	vars["CORRAL_IMAGE"] = image
 
 	var ref string
 	var entrypoint []string
@@ -477,8 +495,14 @@ func runGitLabJob(t *testing.T, name string, job glJob, image string) {
 	default:
 		t.Fatal("image: a name or {name, entrypoint}")
 	}
+	// The image is a project variable the file names ($NAME), set to the
+	// image this CI built, as a project's CI/CD variable would be.
+	require.True(t, strings.HasPrefix(ref, "$") && !strings.ContainsAny(ref[1:], "${}/:"),
+		"image: %q: one project variable naming the image", ref)
+	vars[ref[1:]] = image
+	requireNoCorralSetting(t, "the job's variables", vars)
 	ref = os.Expand(ref, func(k string) string { return vars[k] })
-	require.Equal(t, image, ref, "the job's image is $CORRAL_IMAGE")
+	require.Equal(t, image, ref)
 
 	// The project's checkout, bound where the runner clones it.
 	proj := filepath.Join(t.TempDir(), "repo")

@@ -116,6 +116,18 @@ var env = map[string][]string{
 // Env returns the environment variables that set key, in precedence order.
 func Env(key string) []string { return env[key] }
 
+// EnvNames returns every environment variable Resolve reads as a
+// setting (CORRAL_CONFIG included), sorted. A CI job or agent host that
+// sets one of these for another purpose reconfigures corral.
+func EnvNames() []string {
+	names := []string{"CORRAL_CONFIG"}
+	for _, vs := range env {
+		names = append(names, vs...)
+	}
+	sort.Strings(names)
+	return names
+}
+
 var defaults = map[string]string{
 	KeyAddress:               sandbox.DefaultAddress,
 	KeyNamespace:             sandbox.DefaultNamespace,
