@@ -37,6 +37,8 @@ type Peer struct {
 	UID int `json:"uid"`
 	GID int `json:"gid"`
 	PID int `json:"pid"`
+	// Pod is the calling Kubernetes Pod's UID (the daemon in Pod mode).
+	Pod string `json:"pod,omitempty"`
 }
 
 // Envelope is one line of the log: when, what type, which session, who

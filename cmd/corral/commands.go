@@ -84,6 +84,7 @@ func newRootCommand() *cobra.Command {
 // sessionFlags fix a session's capability.
 type sessionFlags struct {
 	repo     string
+	volume   string
 	profile  string
 	page     string
 	readOnly bool
@@ -93,12 +94,12 @@ type sessionFlags struct {
 
 func (s *sessionFlags) add(cmd *cobra.Command) {
 	f := cmd.Flags()
-	f.StringVar(&s.repo, "repo", "", "repository root (required)")
+	f.StringVar(&s.repo, "repo", "", "repository root (required unless --volume)")
+	f.StringVar(&s.volume, "volume", "", volumeUsage)
 	f.StringVar(&s.profile, "profile", profiles.DefaultName, "profile: a built-in name or a YAML file")
 	f.StringVar(&s.page, "page", "", "page mode: the only writable file, e.g. openwiki/pages/a.md")
 	f.BoolVar(&s.readOnly, "read-only", false, "no writable path at all")
 	f.BoolVar(&s.json, "json", false, "print a JSON result object")
-	_ = cmd.MarkFlagRequired("repo")
 	// Everything after the command name belongs to the command.
 	f.SetInterspersed(false)
 }
@@ -201,17 +202,23 @@ func runOnce(cmd *cobra.Command, g *globalFlags, sf *sessionFlags, diffOut strin
 	if sf.page != "" && sf.readOnly {
 		return usageError(errors.New("--page and --read-only exclude each other"))
 	}
+	if err := checkRepoOrVolume(sf.repo, sf.volume); err != nil {
+		return err
+	}
 	cfg := sandbox.SessionConfig{Repo: sf.repo, Profile: prof, Page: sf.page, ReadOnly: sf.readOnly}
 	o := reportOptions{json: sf.json, quiet: sf.quiet, diffOut: diffOut}
 	c, err := g.daemonClient(cmd)
 	if err != nil {
 		return err
 	}
+	if c == nil && sf.volume != "" {
+		return usageError(errVolumeNeedsDaemon)
+	}
 	if c != nil {
 		// A session of the daemon for this one call, removed after it
 		// with what it wrote, as a standalone run's.
 		defer c.Close()
-		req, err := createRequest(cfg, profileSource(sf.profile))
+		req, err := createRequest(cfg, profileSource(sf.profile), sf.volume)
 		if err != nil {
 			return err
 		}

@@ -21,6 +21,7 @@ var configFlags = map[string]string{
 	"image":                   config.KeyImage,
 	"log-level":               config.KeyLogLevel,
 	"allow-foreign-namespace": config.KeyAllowForeignNamespace,
+	"kubelet-root":            config.KeyKubeletRoot,  // the daemon's --kubelet-root (Pod mode)
 	"daemon":                  config.KeyDaemonSocket, // the daemon client's --daemon SOCKET, where it exists
 }
 

@@ -17,7 +17,7 @@ func newDaemonCommand(g *globalFlags) *cobra.Command {
 	cfg := daemon.Config{}
 	var maxWarm int
 	cmd := &cobra.Command{
-		Use:   "daemon [--socket PATH] [--admin-group NAME] [--max-running N] [--queue-wait DUR] [--max-warm N]",
+		Use:   "daemon [--socket PATH] [--admin-group NAME] [--max-running N] [--queue-wait DUR] [--max-warm N] [--kubelet-root DIR]",
 		Short: "Own every session of the state directory and serve the API on a unix socket",
 		Long: `Runs corral's long-lived owner: one process per state directory (a second
 one on the same directory refuses to start), serving the HTTP/JSON API
@@ -30,6 +30,13 @@ session of the state directory. A session belongs to the uid that created
 it (SO_PEERCRED); other uids get 404 for it, root and members of
 --admin-group see every session. Over --max-running calls at once, a call
 waits up to --queue-wait, then gets 429 busy.
+
+--kubelet-root DIR (Pod mode, for a DaemonSet): a caller is identified by
+its Pod (its process's cgroup names the Pod's UID) and owns its sessions as
+"pod:UID"; a caller in no Pod is refused unless it is root (the node's
+admin). A session's repository is then a volume of the calling Pod
+(--volume NAME[/SUBPATH]), never a path. When the Pod is deleted its
+sessions end and their change sets are kept as patches (GET /v1/patches).
 
 SIGTERM or SIGINT: no new connections; calls in flight have --grace to
 finish, then are canceled (their containers killed and reaped); sessions
@@ -52,6 +59,7 @@ docs/daemon.md.`,
 				cfg.Socket = g.cfg.DaemonSocket // $CORRAL_DAEMON_SOCKET, config daemon_socket
 			}
 			cfg.StateDir, cfg.Version, cfg.Log = g.stateDir, sandbox.Version(), log
+			cfg.KubeletRoot = g.cfg.KubeletRoot // --kubelet-root, $CORRAL_KUBELET_ROOT, config kubelet_root
 			sc := g.config(log)
 			sc.Log = g.progress(log, defaultDaemonLevel) // a long-lived process says what it does
 			sc.Cold, sc.MaxWarm = maxWarm == 0, maxWarm
@@ -75,6 +83,7 @@ docs/daemon.md.`,
 	f.DurationVar(&cfg.QueueWait, "queue-wait", 30*time.Second, "how long a call over --max-running waits for a slot before 429 busy")
 	f.IntVar(&maxWarm, "max-warm", sandbox.DefaultMaxWarm, "containers created ahead of calls, host-wide; each session keeps its profile's pool_depth (default 2) under it; 0 creates each on its call")
 	f.DurationVar(&cfg.Grace, "grace", 30*time.Second, "on SIGTERM, how long calls in flight may finish before they are canceled")
+	f.String("kubelet-root", "", "Pod mode: the kubelet's root directory on this node (e.g. /var/lib/kubelet); callers are identified by their Pod, and a session's repository is one of the calling Pod's own volumes ($CORRAL_KUBELET_ROOT, config kubelet_root; default off)")
 	f.DurationVar(&cfg.IdleTTL, "idle-ttl", 24*time.Hour, "default idle time after which a session is pruned (its change set kept as a patch)")
 	return cmd
 }

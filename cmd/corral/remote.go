@@ -93,13 +93,49 @@ func profileSource(name string) string {
 	return name
 }
 
-// createRequest is the API's form of a session configuration.
-func createRequest(cfg sandbox.SessionConfig, source string) (api.CreateSession, error) {
-	repo, err := filepath.Abs(cfg.Repo)
-	if err != nil {
-		return api.CreateSession{}, &exitError{code: exitFailed, err: err}
+// volumeUsage is the --volume flag's help.
+const volumeUsage = "Pod mode: the repository is NAME, one of the calling Pod's own volumes, or the directory SUBPATH beneath it (NAME[/SUBPATH]; needs the node's corral daemon, excludes --repo)"
+
+// errVolumeNeedsDaemon is --volume without a daemon to talk to.
+var errVolumeNeedsDaemon = errors.New("--volume names a Pod volume, which only corral's daemon in Pod mode resolves: pass --daemon SOCKET (or set CORRAL_DAEMON_SOCKET)")
+
+// checkRepoOrVolume requires exactly one of --repo and --volume.
+func checkRepoOrVolume(repo, volume string) error {
+	switch {
+	case repo == "" && volume == "":
+		return usageError(errors.New("--repo is required (or --volume NAME[/SUBPATH] in a Pod)"))
+	case repo != "" && volume != "":
+		return usageError(errors.New("--repo and --volume exclude each other"))
 	}
-	req := api.CreateSession{Repo: repo, Profile: source, Scope: cfg.WriteDir, Page: cfg.Page, AgentID: cfg.AgentID, ReadOnly: cfg.ReadOnly}
+	return nil
+}
+
+// parseVolume reads --volume NAME[/SUBPATH].
+func parseVolume(s string) (*api.Volume, error) {
+	name, sub, _ := strings.Cut(s, "/")
+	if name == "" {
+		return nil, usageError(fmt.Errorf("--volume %q: want NAME[/SUBPATH]", s))
+	}
+	return &api.Volume{Name: name, SubPath: strings.Trim(sub, "/")}, nil
+}
+
+// createRequest is the API's form of a session configuration; volume,
+// when set (--volume), replaces the repository.
+func createRequest(cfg sandbox.SessionConfig, source, volume string) (api.CreateSession, error) {
+	req := api.CreateSession{Profile: source, Scope: cfg.WriteDir, Page: cfg.Page, AgentID: cfg.AgentID, ReadOnly: cfg.ReadOnly}
+	if volume != "" {
+		v, err := parseVolume(volume)
+		if err != nil {
+			return api.CreateSession{}, err
+		}
+		req.Volume = v
+	} else {
+		repo, err := filepath.Abs(cfg.Repo)
+		if err != nil {
+			return api.CreateSession{}, &exitError{code: exitFailed, err: err}
+		}
+		req.Repo = repo
+	}
 	if cfg.IdleTTL > 0 {
 		req.IdleTTL = cfg.IdleTTL.String()
 	}

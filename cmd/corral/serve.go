@@ -132,7 +132,7 @@ func serveRemote(cmd *cobra.Command, c *client.Client, cf *capFlags, sessionID s
 		if err != nil {
 			return err
 		}
-		req, err := createRequest(cfg, source)
+		req, err := createRequest(cfg, source, "")
 		if err != nil {
 			return err
 		}

@@ -21,6 +21,7 @@ import (
 // the repository, the profile and the write scope.
 type capFlags struct {
 	repo     string
+	volume   string
 	profile  string
 	scope    string
 	page     string
@@ -29,7 +30,7 @@ type capFlags struct {
 }
 
 func (c *capFlags) add(f *pflag.FlagSet) {
-	f.StringVar(&c.repo, "repo", "", "repository root (required)")
+	f.StringVar(&c.repo, "repo", "", "repository root (required unless --volume)")
 	f.StringVar(&c.profile, "profile", profiles.DefaultName, "profile: a built-in name or a YAML file")
 	f.StringVar(&c.scope, "scope", "", "writable directory: openwiki/ (the default) or a directory below it")
 	f.StringVar(&c.page, "page", "", "page mode: the only writable file, e.g. openwiki/pages/a.md")
@@ -40,8 +41,8 @@ func (c *capFlags) add(f *pflag.FlagSet) {
 // config loads the profile and returns the session configuration and how
 // the profile was named (a built-in name, or the file's absolute path).
 func (c *capFlags) config() (sandbox.SessionConfig, string, error) {
-	if c.repo == "" {
-		return sandbox.SessionConfig{}, "", usageError(errors.New("--repo is required"))
+	if err := checkRepoOrVolume(c.repo, c.volume); err != nil {
+		return sandbox.SessionConfig{}, "", err
 	}
 	if c.page != "" && c.readOnly {
 		return sandbox.SessionConfig{}, "", usageError(errors.New("--page and --read-only exclude each other"))
@@ -76,7 +77,7 @@ func newSessionCreateCommand(g *globalFlags) *cobra.Command {
 	var asJSON bool
 	var idleTTL time.Duration
 	cmd := &cobra.Command{
-		Use:   "create --repo DIR [--profile NAME] [--scope openwiki/DIR/ | --page openwiki/PATH | --agent-id ID] [--read-only] [--idle-ttl DURATION]",
+		Use:   "create --repo DIR | --volume NAME[/SUBPATH] [--profile NAME] [--scope openwiki/DIR/ | --page openwiki/PATH | --agent-id ID] [--read-only] [--idle-ttl DURATION]",
 		Short: "Create a persistent session and print its id",
 		Long: `Fixes the session's capability, computes the hidden set from the repository
 as it is now, makes the host mounts and prints the session id (a JSON record
@@ -107,7 +108,7 @@ STATE-DIR/patches/.`,
 			var rec sandbox.SessionRecord
 			if c != nil {
 				defer c.Close()
-				req, err := createRequest(cfg, source)
+				req, err := createRequest(cfg, source, cf.volume)
 				if err != nil {
 					return err
 				}
@@ -117,6 +118,9 @@ STATE-DIR/patches/.`,
 				}
 				rec = recordOf(s)
 			} else {
+				if cf.volume != "" {
+					return usageError(errVolumeNeedsDaemon)
+				}
 				if err := g.checkPlacement(cfg.Repo); err != nil {
 					return err
 				}
@@ -140,6 +144,7 @@ STATE-DIR/patches/.`,
 		},
 	}
 	cf.add(cmd.Flags())
+	cmd.Flags().StringVar(&cf.volume, "volume", "", volumeUsage)
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the session record as JSON")
 	cmd.Flags().DurationVar(&idleTTL, "idle-ttl", 0, "expire the session after this long unused (at most the profile's idle_ttl, default 24h)")
 	return cmd

@@ -46,6 +46,7 @@ const (
 	KeyDaemonSocket          = "daemon_socket"
 	KeyLogLevel              = "log_level"
 	KeyAllowForeignNamespace = "allow_foreign_namespace"
+	KeyKubeletRoot           = "kubelet_root"
 )
 
 // File is the config file's schema. Every key is optional.
@@ -67,6 +68,9 @@ type File struct {
 	// AllowForeignNamespace lets Namespace be Docker's ("moby") or
 	// Kubernetes' ("k8s.io").
 	AllowForeignNamespace *bool `yaml:"allow_foreign_namespace"`
+	// KubeletRoot is the kubelet's root directory on the node
+	// (/var/lib/kubelet); set, it puts `corral daemon` in Pod mode.
+	KubeletRoot string `yaml:"kubelet_root"`
 }
 
 // Config is the resolved configuration.
@@ -79,6 +83,9 @@ type Config struct {
 	DaemonSocket          string
 	LogLevel              string // "" when no source set it: the command's default applies
 	AllowForeignNamespace bool
+	// KubeletRoot is the kubelet's root directory (absolute); "" is the
+	// default: the daemon is not in Pod mode.
+	KubeletRoot string
 	// File is the config file that was read; "" when there was none.
 	File string
 	// Sources says where each setting came from, by key: "flag --x",
@@ -111,6 +118,7 @@ var env = map[string][]string{
 	KeyDaemonSocket:          {"CORRAL_DAEMON_SOCKET", "CORRAL_DAEMON"},
 	KeyLogLevel:              {"CORRAL_LOG_LEVEL"},
 	KeyAllowForeignNamespace: {"CORRAL_ALLOW_FOREIGN_NAMESPACE"},
+	KeyKubeletRoot:           {"CORRAL_KUBELET_ROOT"},
 }
 
 // Env returns the environment variables that set key, in precedence order.
@@ -137,6 +145,7 @@ var defaults = map[string]string{
 	KeyDaemonSocket:          DefaultDaemonSocket,
 	KeyLogLevel:              "",
 	KeyAllowForeignNamespace: "false",
+	KeyKubeletRoot:           "",
 }
 
 // Resolve reads the config file and the environment and applies the
@@ -177,6 +186,7 @@ func Resolve(in Inputs) (Config, error) {
 	fromFile := map[string]string{
 		KeyAddress: file.Address, KeyNamespace: file.Namespace, KeyStateDir: file.StateDir, KeyRuntime: file.Runtime,
 		KeyImage: file.Image, KeyDaemonSocket: file.DaemonSocket, KeyLogLevel: file.LogLevel,
+		KeyKubeletRoot: file.KubeletRoot,
 	}
 	if file.AllowForeignNamespace != nil {
 		fromFile[KeyAllowForeignNamespace] = strconv.FormatBool(*file.AllowForeignNamespace)
@@ -206,6 +216,7 @@ func Resolve(in Inputs) (Config, error) {
 	cfg.Image = get(KeyImage)
 	cfg.DaemonSocket = get(KeyDaemonSocket)
 	cfg.LogLevel = get(KeyLogLevel)
+	cfg.KubeletRoot = get(KeyKubeletRoot)
 	allow := get(KeyAllowForeignNamespace)
 	b, err := strconv.ParseBool(allow)
 	if err != nil {
@@ -234,7 +245,7 @@ func Foreign(ns string) string { return foreign[ns] }
 // Validate checks the resolved settings; each error is one line naming
 // the setting's source and the fix, wrapping errdefs.ErrInvalidArgument.
 func (c Config) Validate() error {
-	for _, check := range []func(Config) error{checkLogLevel, checkStateDir, checkNamespace} {
+	for _, check := range []func(Config) error{checkLogLevel, checkStateDir, checkNamespace, checkKubeletRoot} {
 		if err := check(c); err != nil {
 			return err
 		}
@@ -257,6 +268,18 @@ func checkLogLevel(c Config) error {
 func checkStateDir(c Config) error {
 	if !filepath.IsAbs(c.StateDir) {
 		return fmt.Errorf("state directory %q (%s): %w: want an absolute path", c.StateDir, c.Sources[KeyStateDir], errdefs.ErrInvalidArgument)
+	}
+	return nil
+}
+
+// checkKubeletRoot wants the kubelet's root, when set, absolute and clean:
+// Pod mode finds each Pod's volumes beneath it.
+func checkKubeletRoot(c Config) error {
+	if c.KubeletRoot == "" {
+		return nil
+	}
+	if !filepath.IsAbs(c.KubeletRoot) || filepath.Clean(c.KubeletRoot) != c.KubeletRoot {
+		return fmt.Errorf("kubelet root %q (%s): %w: want an absolute, clean path (the kubelet's --root-dir, default /var/lib/kubelet)", c.KubeletRoot, c.Sources[KeyKubeletRoot], errdefs.ErrInvalidArgument)
 	}
 	return nil
 }

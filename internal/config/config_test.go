@@ -82,7 +82,7 @@ func TestResolveErrors(t *testing.T) {
 		want    string
 	}{
 		{name: "unknown key", files: map[string]string{DefaultPath: "namespace: x\nadress: /a.sock\n"},
-			want: `/etc/corral/config.yaml:2: unknown key "adress" (known: address, allow_foreign_namespace, daemon_socket, image, log_level, namespace, runtime, state_dir)`},
+			want: `/etc/corral/config.yaml:2: unknown key "adress" (known: address, allow_foreign_namespace, daemon_socket, image, kubelet_root, log_level, namespace, runtime, state_dir)`},
 		{name: "second document", files: map[string]string{DefaultPath: "namespace: x\n---\nnamespace: [\n"},
 			want: `/etc/corral/config.yaml:4: YAML syntax: did not find expected node content`},
 		{name: "named file missing", cfgPath: "/nope.yaml",

@@ -43,6 +43,9 @@ type Config struct {
 	Grace time.Duration
 	// IdleTTL is a new session's default idle TTL.
 	IdleTTL time.Duration
+	// KubeletRoot, when set, is the kubelet's root directory on the node
+	// and puts the daemon in Pod mode (see Options.KubeletRoot).
+	KubeletRoot string
 	// Version is corral's build version.
 	Version string
 	// Log receives the daemon's notes (its standard error: the journal).
@@ -214,7 +217,7 @@ func Run(ctx context.Context, cfg Config, newBackend func(context.Context) (Back
 		fmt.Fprintf(cfg.Log, "corral daemon: sweeping what a crash left: %v\n", err)
 	}
 	srv, err := NewServer(b, Options{Version: cfg.Version, AdminGID: adminGID, MaxRunning: cfg.MaxRunning, QueueWait: cfg.QueueWait,
-		DefaultIdleTTL: cfg.IdleTTL, StateDir: cfg.StateDir, Log: cfg.Log})
+		DefaultIdleTTL: cfg.IdleTTL, StateDir: cfg.StateDir, KubeletRoot: cfg.KubeletRoot, Log: cfg.Log})
 	if err != nil {
 		return err
 	}
@@ -229,6 +232,8 @@ func Run(ctx context.Context, cfg Config, newBackend func(context.Context) (Back
 	if err := srv.ForgetMissing(ctx); err != nil {
 		return err
 	}
+	// Pods deleted while the daemon was down.
+	srv.logEnded(srv.EndGonePods(ctx))
 	l, created, err := listen(cfg)
 	if err != nil {
 		return err
@@ -241,7 +246,7 @@ func Run(ctx context.Context, cfg Config, newBackend func(context.Context) (Back
 	defer cancelCalls()
 	hs := &http.Server{
 		Handler:           srv,
-		ConnContext:       ConnContext,
+		ConnContext:       srv.ConnContext,
 		BaseContext:       func(net.Listener) context.Context { return calls },
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       60 * time.Second,
@@ -251,6 +256,13 @@ func Run(ctx context.Context, cfg Config, newBackend func(context.Context) (Back
 	served := make(chan error, 1)
 	go func() { served <- hs.Serve(l) }()
 	go pruneLoop(calls, srv, cfg.Log)
+	if cfg.KubeletRoot != "" {
+		go func() {
+			if err := srv.WatchPods(calls); err != nil {
+				fmt.Fprintf(cfg.Log, "corral daemon: watching the kubelet's pods: %v (deleted Pods' sessions end on the prune timer)\n", err)
+			}
+		}()
+	}
 	fmt.Fprintf(cfg.Log, "corral daemon: serving state directory %s (pid %d, at most %d calls at once)\n", cfg.StateDir, os.Getpid(), cfg.MaxRunning)
 
 	select {
@@ -295,6 +307,7 @@ func pruneLoop(ctx context.Context, srv *Server, log io.Writer) {
 		if err != nil {
 			fmt.Fprintf(log, "corral daemon: pruning: %v\n", err)
 		}
+		srv.logEnded(srv.EndGonePods(ctx))
 		swept, err := srv.b.Sweep(ctx)
 		for _, l := range swept {
 			fmt.Fprintf(log, "corral daemon: %s\n", l)

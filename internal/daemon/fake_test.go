@@ -6,6 +6,10 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -30,6 +34,9 @@ type fakeBackend struct {
 	execReturned chan time.Time
 	// canceled receives the argv of each Exec its context ended.
 	canceled chan []string
+	// patchDir, when set, is where Remove writes a real patch of the
+	// session's files (as the executor keeps it in STATE_DIR/patches).
+	patchDir string
 }
 
 type fakeSession struct {
@@ -91,6 +98,20 @@ func (f *fakeBackend) Remove(_ context.Context, id string, discard bool) (api.Re
 	out := api.Removed{Removed: id}
 	if len(s.files) > 0 && !discard {
 		out.Patch = "/state/patches/" + id + ".patch"
+		if f.patchDir != "" {
+			var b strings.Builder
+			names := slices.Sorted(maps.Keys(s.files))
+			for _, n := range names {
+				fmt.Fprintf(&b, "diff --git a/%s b/%s\nnew file mode 100644\n--- /dev/null\n+++ b/%s\n@@ -0,0 +1 @@\n+%s\n", n, n, n, strings.TrimSuffix(s.files[n], "\n"))
+			}
+			out.Patch = filepath.Join(f.patchDir, id+".patch")
+			if err := os.MkdirAll(f.patchDir, 0o700); err != nil {
+				return out, err
+			}
+			if err := os.WriteFile(out.Patch, []byte(b.String()), 0o600); err != nil {
+				return out, err
+			}
+		}
 	}
 	return out, nil
 }

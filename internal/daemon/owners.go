@@ -10,6 +10,8 @@ import (
 	"regexp"
 	"sync"
 	"time"
+
+	"github.com/corral-sandbox/corral/sandbox/api"
 )
 
 // owners records, for each session the daemon created, who owns it and
@@ -29,8 +31,13 @@ type owners struct {
 
 // ownerRecord is one session's daemon-side record.
 type ownerRecord struct {
-	UID      int           `json:"uid"`
-	GID      int           `json:"gid"`
+	UID int `json:"uid"`
+	GID int `json:"gid"`
+	// Pod is the owner Pod's UID (Pod mode): the session is "pod:Pod"'s,
+	// whatever uid the Pod's process ran as. Volume is the Pod volume the
+	// repository came from.
+	Pod      string        `json:"pod,omitempty"`
+	Volume   *api.Volume   `json:"volume,omitempty"`
 	IdleTTL  time.Duration `json:"idle_ttl_ns"`
 	LastUsed time.Time     `json:"last_used"`
 
@@ -170,6 +177,34 @@ func (o *owners) flush() error {
 		errs = append(errs, o.write(ids[i], recs[i]))
 	}
 	return errors.Join(errs...)
+}
+
+// ofPod returns the ids of the sessions Pod uid owns.
+func (o *owners) ofPod(uid string) []string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	var ids []string
+	for id, r := range o.records {
+		if r.Pod == uid {
+			ids = append(ids, id)
+		}
+	}
+	return ids
+}
+
+// pods returns every Pod that owns a session.
+func (o *owners) pods() []string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	seen := map[string]bool{}
+	var out []string
+	for _, r := range o.records {
+		if r.Pod != "" && !seen[r.Pod] {
+			seen[r.Pod] = true
+			out = append(out, r.Pod)
+		}
+	}
+	return out
 }
 
 // remove forgets id.

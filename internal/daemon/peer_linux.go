@@ -14,6 +14,7 @@ import (
 	"unsafe"
 
 	"github.com/containerd/errdefs"
+	"github.com/corral-sandbox/corral/internal/kubepod"
 	"golang.org/x/sys/unix"
 )
 
@@ -24,6 +25,10 @@ import (
 type Peer struct {
 	UID, GID, PID int
 	Groups        []int
+	// Pod is the UID of the Kubernetes Pod the peer runs in (Pod mode
+	// only; "" for none); PodErr says why it could not be told.
+	Pod    string
+	PodErr error
 }
 
 type peerKey struct{}
@@ -92,6 +97,66 @@ func peerGroups(fd int) ([]int, error) {
 		}
 		return out, nil
 	}
+}
+
+// soPeerPIDFD is SO_PEERPIDFD (Linux 6.5, include/uapi/asm-generic/
+// socket.h): a pidfd of the process that connected, taken by the kernel at
+// connect(2).
+const soPeerPIDFD = 77
+
+// peerPidfd returns a pidfd of c's peer: SO_PEERPIDFD where the kernel
+// has it, so it is the very process that connected; else pidfd_open of
+// the SO_PEERCRED pid (a pid reused between connect(2) and now would be
+// taken for the peer: the one window older kernels leave). The caller
+// closes it.
+func peerPidfd(c *net.UnixConn, pid int) (int, error) {
+	raw, err := c.SyscallConn()
+	if err != nil {
+		return -1, err
+	}
+	pidfd, serr := -1, error(nil)
+	err = raw.Control(func(fd uintptr) {
+		pidfd, serr = unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, soPeerPIDFD)
+	})
+	if err == nil && serr == nil {
+		return pidfd, nil
+	}
+	if errors.Is(serr, unix.ENOPROTOOPT) {
+		return unix.PidfdOpen(pid, 0)
+	}
+	return -1, errors.Join(err, serr)
+}
+
+// podOf returns the Pod UID of c's peer ("" when it is in no Pod).
+func podOf(c net.Conn, p Peer) (string, error) {
+	uc, ok := c.(*net.UnixConn)
+	if !ok {
+		return "", errors.New("not a unix socket")
+	}
+	pidfd, err := peerPidfd(uc, p.PID)
+	if err != nil {
+		return "", fmt.Errorf("the caller's pidfd: %w", err)
+	}
+	defer unix.Close(pidfd)
+	uid, err := kubepod.Identify("/proc", pidfd)
+	if errors.Is(err, kubepod.ErrNoPod) {
+		return "", nil
+	}
+	return uid, err
+}
+
+// ownPod returns the Pod the daemon itself runs in ("" for none).
+func ownPod() (string, error) {
+	pidfd, err := unix.PidfdOpen(os.Getpid(), 0)
+	if err != nil {
+		return "", err
+	}
+	defer unix.Close(pidfd)
+	uid, err := kubepod.Identify("/proc", pidfd)
+	if errors.Is(err, kubepod.ErrNoPod) {
+		return "", nil
+	}
+	return uid, err
 }
 
 // inGroup reports whether the peer is a member of gid, as primary or

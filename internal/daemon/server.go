@@ -13,11 +13,13 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/containerd/errdefs"
 	"github.com/corral-sandbox/corral/audit"
 	apidoc "github.com/corral-sandbox/corral/docs/api"
+	"github.com/corral-sandbox/corral/internal/kubepod"
 	"github.com/corral-sandbox/corral/sandbox/api"
 )
 
@@ -50,6 +52,13 @@ type Options struct {
 	DefaultIdleTTL time.Duration
 	// StateDir holds the daemon's owner records (STATE_DIR/daemon).
 	StateDir string
+	// KubeletRoot, when set, is the kubelet's root directory on the node
+	// (its --root-dir) and puts the server in Pod mode: a caller is
+	// identified by its Pod (package kubepod), owns its sessions as
+	// "pod:UID", and names its repository as one of its own volumes
+	// (api.Volume) found under KubeletRoot/pods/UID/volumes. A caller in
+	// no Pod is refused unless it is root or in the daemon's own Pod.
+	KubeletRoot string
 	// Log receives one line per failed request and the daemon's notes.
 	Log io.Writer
 }
@@ -64,6 +73,11 @@ type Server struct {
 	lim    *limiter
 	mux    *http.ServeMux
 	now    func() time.Time
+	// ownPod is the Pod the daemon runs in (Pod mode; "" for none): a
+	// caller in it (kubectl exec into the daemon's Pod) is an admin.
+	ownPod string
+	// patchesMu serializes the ending of Pods' sessions.
+	patchesMu sync.Mutex
 }
 
 // NewServer returns the API server of b. It reads the owner records of
@@ -83,15 +97,68 @@ func NewServer(b Backend, opt Options) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{opt: opt, b: b, owners: o, lim: newLimiter(opt.MaxRunning, opt.QueueWait), mux: http.NewServeMux(), now: time.Now}
+	if opt.KubeletRoot != "" {
+		if !filepath.IsAbs(opt.KubeletRoot) {
+			return nil, fmt.Errorf("kubelet root %q: %w: want an absolute path", opt.KubeletRoot, errdefs.ErrInvalidArgument)
+		}
+		if s.ownPod, err = ownPod(); err != nil {
+			return nil, fmt.Errorf("Pod mode: the daemon's own Pod: %w", err)
+		}
+	}
 	for _, r := range s.routes() {
 		s.mux.HandleFunc(r.pattern, r.handler)
 	}
 	return s, nil
 }
 
-// ConnContext is http.Server.ConnContext for the daemon: it attaches the
-// connection's peer credentials (SO_PEERCRED, SO_PEERGROUPS).
+// ConnContext is http.Server.ConnContext for a daemon not in Pod mode: it
+// attaches the connection's peer credentials (SO_PEERCRED,
+// SO_PEERGROUPS).
 func ConnContext(ctx context.Context, c net.Conn) context.Context { return withPeer(ctx, c) }
+
+// ConnContext is http.Server.ConnContext for s: ConnContext, and in Pod
+// mode the peer's Pod (package kubepod), read once per connection.
+func (s *Server) ConnContext(ctx context.Context, c net.Conn) context.Context {
+	ctx = withPeer(ctx, c)
+	if !s.podMode() {
+		return ctx
+	}
+	p, ok := peerOf(ctx)
+	if !ok {
+		return ctx
+	}
+	p.Pod, p.PodErr = podOf(c, p)
+	return context.WithValue(ctx, peerKey{}, p)
+}
+
+// podMode reports whether the server serves Pods (Options.KubeletRoot).
+func (s *Server) podMode() bool { return s.opt.KubeletRoot != "" }
+
+// admin reports whether p sees and touches every session: root and the
+// admin group; in Pod mode a caller in no Pod (root on the node: others
+// are refused) or in the daemon's own Pod, and no other Pod whatever its
+// uid.
+func (s *Server) admin(p Peer) bool {
+	if s.podMode() {
+		return p.Pod == "" || p.Pod == s.ownPod
+	}
+	return p.UID == 0 || (s.opt.AdminGID >= 0 && p.inGroup(s.opt.AdminGID))
+}
+
+// refusePeer says why p may not call at all, or nil: in Pod mode a caller
+// whose Pod could not be told, or one in no Pod that is not root.
+func (s *Server) refusePeer(p Peer) error {
+	if !s.podMode() {
+		return nil
+	}
+	switch {
+	case p.PodErr != nil:
+		return fmt.Errorf("%w: telling the caller's Pod (uid %d, pid %d): %v", errdefs.ErrPermissionDenied, p.UID, p.PID, p.PodErr)
+	case p.Pod == "" && p.UID != 0:
+		return fmt.Errorf("%w: uid %d (pid %d) is in no Kubernetes Pod, and in Pod mode only Pods and root on the node may call", errdefs.ErrPermissionDenied, p.UID, p.PID)
+	}
+	return nil
+}
 
 type route struct {
 	pattern string
@@ -121,6 +188,8 @@ func (s *Server) routes() []route {
 		{"GET /v1/sessions/{id}/diff", s.diff},
 		{"GET /v1/sessions/{id}/profile", s.profile},
 		{"POST /v1/sessions/{id}/apply", s.apply},
+		{"GET /v1/patches", s.listPatches},
+		{"GET /v1/patches/{id}", s.getPatch},
 	}
 }
 
@@ -142,7 +211,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, fmt.Errorf("%w: the caller's credentials (SO_PEERCRED) could not be read", errdefs.ErrPermissionDenied))
 		return
 	}
-	r = r.WithContext(audit.ContextWithPeer(r.Context(), audit.Peer{UID: p.UID, GID: p.GID, PID: p.PID}))
+	if err := s.refusePeer(p); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	r = r.WithContext(audit.ContextWithPeer(r.Context(), audit.Peer{UID: p.UID, GID: p.GID, PID: p.PID, Pod: p.Pod}))
 	h, pattern := s.mux.Handler(r)
 	if pattern != "" {
 		s.mux.ServeHTTP(w, r) // sets the path's values
@@ -230,9 +303,17 @@ func decode(w http.ResponseWriter, r *http.Request, v any) error {
 	return nil
 }
 
-// visible reports whether p may see a session owned by uid.
-func (s *Server) visible(p Peer, uid int) bool {
-	return p.UID == 0 || p.UID == uid || (s.opt.AdminGID >= 0 && p.inGroup(s.opt.AdminGID))
+// visible reports whether p may see the session whose owner record is
+// rec: an admin always; in Pod mode the owner Pod only; else the owner
+// uid.
+func (s *Server) visible(p Peer, rec ownerRecord) bool {
+	switch {
+	case s.admin(p):
+		return true
+	case s.podMode():
+		return p.Pod != "" && rec.Pod == p.Pod
+	}
+	return p.UID == rec.UID
 }
 
 // errNoSession is the one answer for a session that does not exist and
@@ -248,7 +329,7 @@ func errNoSession(id string) error {
 func (s *Server) session(w http.ResponseWriter, r *http.Request) (string, bool) {
 	id := r.PathValue("id")
 	p, _ := peerOf(r.Context())
-	if !idPattern.MatchString(id) || !s.visible(p, s.owners.get(id, s.opt.DefaultIdleTTL).UID) {
+	if !idPattern.MatchString(id) || !s.visible(p, s.owners.get(id, s.opt.DefaultIdleTTL)) {
 		s.fail(w, r, errNoSession(id))
 		return "", false
 	}
@@ -313,9 +394,14 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 		ttl = d
 	}
 	cfg := CreateConfig{CreateSession: req}
+	isFile := strings.ContainsRune(req.Profile, '/') || strings.HasSuffix(req.Profile, ".yaml")
+	if err := s.checkPodCreate(p, req, isFile); err != nil {
+		s.fail(w, r, err)
+		return
+	}
 	// A profile file is read as the caller, once: the daemon reads only
 	// what the caller could read itself.
-	if strings.ContainsRune(req.Profile, '/') || strings.HasSuffix(req.Profile, ".yaml") {
+	if isFile {
 		if !filepath.IsAbs(req.Profile) {
 			s.fail(w, r, fmt.Errorf("profile %q: %w: a profile file must be named by an absolute path", req.Profile, errdefs.ErrInvalidArgument))
 			return
@@ -327,19 +413,31 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 		}
 		cfg.ProfileData = data
 	}
-	real, st, err := openDirAsPeer(p, req.Repo)
-	if err != nil {
-		s.fail(w, r, err)
-		return
+	if s.podMode() {
+		// The repository is the calling Pod's own volume, opened by the
+		// daemon beneath the kubelet's directory of that Pod: the request
+		// names a volume, never a path.
+		v, err := kubepod.OpenVolume(s.opt.KubeletRoot, p.Pod, req.Volume.Name, req.Volume.SubPath)
+		if err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		cfg.Repo, cfg.RepoDev, cfg.RepoIno = v.Path, uint64(v.Stat.Dev), v.Stat.Ino
+	} else {
+		real, st, err := openDirAsPeer(p, req.Repo)
+		if err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		cfg.Repo, cfg.RepoDev, cfg.RepoIno = real, uint64(st.Dev), st.Ino
 	}
-	cfg.Repo, cfg.RepoDev, cfg.RepoIno = real, uint64(st.Dev), st.Ino
 	sess, err := s.b.Create(r.Context(), cfg)
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
 	now := s.now()
-	if err := s.owners.add(sess.ID, ownerRecord{UID: p.UID, GID: p.GID, IdleTTL: ttl, LastUsed: now}); err != nil {
+	if err := s.owners.add(sess.ID, ownerRecord{UID: p.UID, GID: p.GID, Pod: p.Pod, Volume: req.Volume, IdleTTL: ttl, LastUsed: now}); err != nil {
 		// Without its owner record the session would be root's: remove it.
 		_, rerr := s.b.Remove(context.WithoutCancel(r.Context()), sess.ID, true)
 		s.fail(w, r, errors.Join(err, rerr))
@@ -348,10 +446,39 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusCreated, s.annotate(sess))
 }
 
+// checkPodCreate checks a creation against the server's mode: in Pod mode
+// the repository is one of the calling Pod's volumes (volume required,
+// repo and profile files refused: both would name a node path); outside
+// it volume is refused.
+func (s *Server) checkPodCreate(p Peer, req api.CreateSession, profileFile bool) error {
+	if !s.podMode() {
+		if req.Volume != nil {
+			return fmt.Errorf("volume: %w: only a daemon in Pod mode (--kubelet-root) takes a Pod volume; name the repository with repo", errdefs.ErrInvalidArgument)
+		}
+		return nil
+	}
+	switch {
+	case req.Repo != "":
+		return fmt.Errorf("repo %q: %w: in Pod mode the repository is one of the calling Pod's volumes, named with volume {name, subPath}, never a node path", req.Repo, errdefs.ErrInvalidArgument)
+	case req.Volume == nil:
+		return fmt.Errorf("volume: %w: required in Pod mode (the calling Pod's volume holding the repository: {name, subPath})", errdefs.ErrInvalidArgument)
+	case profileFile:
+		return fmt.Errorf("profile %q: %w: in Pod mode a profile is named by its built-in name, never a node path", req.Profile, errdefs.ErrInvalidArgument)
+	case p.Pod == "":
+		return fmt.Errorf("volume: %w: the caller is in no Pod, so it has no volumes", errdefs.ErrPermissionDenied)
+	}
+	return nil
+}
+
 // annotate adds the daemon's own fields to a backend session.
 func (s *Server) annotate(sess api.Session) api.Session {
 	rec := s.owners.get(sess.ID, s.opt.DefaultIdleTTL)
 	sess.Owner = rec.UID
+	sess.OwnedBy = fmt.Sprintf("uid:%d", rec.UID)
+	if rec.Pod != "" {
+		sess.OwnedBy = "pod:" + rec.Pod
+	}
+	sess.Volume = rec.Volume
 	sess.IdleTTLNS = int64(rec.IdleTTL)
 	sess.LastUsed = rec.LastUsed
 	if sess.LastUsed.IsZero() {
@@ -370,7 +497,7 @@ func (s *Server) visibleSessions(ctx context.Context) ([]api.Session, error) {
 	out := []api.Session{}
 	for _, sess := range all {
 		sess = s.annotate(sess)
-		if s.visible(p, sess.Owner) {
+		if s.visible(p, s.owners.get(sess.ID, s.opt.DefaultIdleTTL)) {
 			out = append(out, sess)
 		}
 	}

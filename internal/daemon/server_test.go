@@ -29,7 +29,7 @@ import (
 
 // testEnv is a Server over the fake backend, served on a unix socket.
 // The connection's own peer (SO_PEERCRED) is replaced by the test's
-// X-Test-Peer header ("uid:gid[:group,...]"), so one test process can be
+// X-Test-Peer header ("uid:gid[:group,...[:pod-uid]]"), so one test process can be
 // several callers.
 type testEnv struct {
 	t    *testing.T
@@ -80,11 +80,14 @@ func parsePeer(h string) Peer {
 	uid, _ := strconv.Atoi(f[0])
 	gid, _ := strconv.Atoi(f[1])
 	p := Peer{UID: uid, GID: gid, PID: 1}
-	if len(f) > 2 {
+	if len(f) > 2 && f[2] != "" {
 		for _, g := range strings.Split(f[2], ",") {
 			n, _ := strconv.Atoi(g)
 			p.Groups = append(p.Groups, n)
 		}
+	}
+	if len(f) > 3 {
+		p.Pod = f[3] // "uid:gid:groups:pod-uid": a caller in that Pod
 	}
 	return p
 }
@@ -288,6 +291,13 @@ func TestEveryRouteAnswersAsDocumented(t *testing.T) {
 	rm, err = c.DiscardSession(ctx, s3.ID)
 	require.NoError(t, err)
 	require.Equal(t, api.Removed{Removed: s3.ID}, *rm, "discard keeps no patch")
+	_, err = c.CreateSession(ctx, api.CreateSession{Repo: e.repo, Volume: &api.Volume{Name: "work"}})
+	requireKind(t, err, api.KindInvalid, 400)
+	pps, err := c.Patches(ctx)
+	require.NoError(t, err)
+	require.Empty(t, pps, "no Pod mode, no Pod's patches")
+	_, err = c.PodPatch(ctx, "000000000000")
+	requireKind(t, err, api.KindNotFound, 404)
 
 	// Every route was answered at least once.
 	seen := map[string]bool{}

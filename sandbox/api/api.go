@@ -81,9 +81,16 @@ type CallsState struct {
 // session, fixed for its whole life. Repo must be a directory the calling
 // uid can read (checked as that uid). At most one of Scope, Page and
 // AgentID; none of them with ReadOnly.
+//
+// A daemon in Pod mode (--kubelet-root) takes the repository from Volume
+// instead: Repo must then be empty and Volume is required; a daemon not in
+// Pod mode refuses Volume.
 type CreateSession struct {
 	// Repo is the repository root, an absolute host path.
-	Repo string `json:"repo"`
+	Repo string `json:"repo,omitempty"`
+	// Volume is the repository as a directory of one of the calling Pod's
+	// own volumes (Pod mode only).
+	Volume *Volume `json:"volume,omitempty"`
 	// Profile is a built-in profile name, or an absolute path to a YAML
 	// profile the caller can read; "" means the default profile ("docs").
 	Profile string `json:"profile,omitempty"`
@@ -102,6 +109,25 @@ type CreateSession struct {
 	// default. Its change set is kept as a patch file when it is removed.
 	IdleTTL string `json:"idle_ttl,omitempty"`
 }
+
+// Volume names a directory of one of the calling Pod's own volumes: Name
+// is the volume's name in the Pod's spec (spec.volumes[].name), SubPath an
+// optional relative path beneath the volume's root ("" for the root
+// itself; no "..", no symbolic link on the way). The daemon finds the
+// volume under the kubelet's pods directory of the Pod that called; a
+// request can never name another Pod's volume nor a node path.
+type Volume struct {
+	Name    string `json:"name"`
+	SubPath string `json:"subPath,omitempty"`
+}
+
+// Session states (Session.State).
+const (
+	// StateLost is a writable session whose write area (a tmpfs) did not
+	// survive a reboot of the node: its writes are gone. It answers get
+	// and list with StateReason, and nothing else; remove it to clear it.
+	StateLost = "lost"
+)
 
 // Session is a persistent session as the API shows it.
 type Session struct {
@@ -125,6 +151,17 @@ type Session struct {
 	// Owner is the uid that created the session (its SO_PEERCRED uid);
 	// only it, root and the daemon's admin group see the session.
 	Owner int `json:"owner"`
+	// OwnedBy names the owner as the daemon decides visibility:
+	// "uid:<uid>", or in Pod mode "pod:<pod uid>" (the calling Pod, from
+	// its process's cgroup); only that Pod and the daemon's admins see
+	// such a session.
+	OwnedBy string `json:"owned_by"`
+	// Volume is the Pod volume the repository came from (Pod mode).
+	Volume *Volume `json:"volume,omitempty"`
+	// State is "" for a usable session, StateLost for one whose writes
+	// are gone; StateReason says why.
+	State       string `json:"state,omitempty"`
+	StateReason string `json:"state_reason,omitempty"`
 	// Created is when the session was made; LastUsed when a call last
 	// touched it through this daemon.
 	Created  time.Time `json:"created"`
@@ -456,4 +493,28 @@ type Report struct {
 	Items   []Item   `json:"items"`
 	DryRun  bool     `json:"dry_run"`
 	Written []string `json:"written"`
+}
+
+// PodPatch is one entry of GET /v1/patches (admins only): the change set of
+// a session that ended because its owner Pod was deleted, kept as a patch
+// on the node (STATE_DIR/patches/<pod uid>/<session id>.patch). GET
+// /v1/patches/{id} answers the patch itself (MediaPatch).
+type PodPatch struct {
+	// ID is the session's id, and the patch's.
+	ID string `json:"id"`
+	// PodUID is the deleted Pod that owned the session.
+	PodUID string `json:"pod_uid"`
+	// Volume is the Pod volume the session's repository came from.
+	Volume *Volume `json:"volume,omitempty"`
+	// Ended is when the session was ended.
+	Ended time.Time `json:"ended"`
+	// Files are the repository-relative paths the patch changes (never
+	// null).
+	Files []string `json:"files"`
+	// Path is the patch file's path on the node; "" when the change set
+	// was empty (no file).
+	Path string `json:"path,omitempty"`
+	// Error says what went wrong keeping the change set (rejected
+	// changes, a failed write); the patch then holds what could be kept.
+	Error string `json:"error,omitempty"`
 }

@@ -356,3 +356,19 @@ func (c *Client) text(ctx context.Context, path string) ([]byte, error) {
 func (c *Client) Apply(ctx context.Context, id string, req api.Apply) (*api.Report, error) {
 	return answer[api.Report](ctx, c, http.MethodPost, sessionPath(id, "/apply"), req)
 }
+
+// Patches is GET /v1/patches (admins only): the change sets kept when an
+// owner Pod's deletion ended its sessions (Pod mode), oldest first.
+func (c *Client) Patches(ctx context.Context) ([]api.PodPatch, error) {
+	out, err := answer[[]api.PodPatch](ctx, c, http.MethodGet, "/v1/patches", nil)
+	if err != nil {
+		return nil, err
+	}
+	return *out, nil
+}
+
+// PodPatch is GET /v1/patches/{id} (admins only): the kept patch of
+// session id, a git-style unified patch.
+func (c *Client) PodPatch(ctx context.Context, id string) ([]byte, error) {
+	return c.text(ctx, "/v1/patches/"+url.PathEscape(id))
+}

@@ -1,0 +1,284 @@
+package daemon
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+
+	"github.com/bluekeyes/go-gitdiff/gitdiff"
+	"github.com/containerd/errdefs"
+	"github.com/corral-sandbox/corral/internal/kubepod"
+	"github.com/corral-sandbox/corral/sandbox/api"
+	"github.com/fsnotify/fsnotify"
+)
+
+// This file is Pod mode's lifecycle: when the kubelet removes a Pod's
+// directory (the Pod was deleted), the sessions it owned end — their
+// containers killed, their change sets kept as patches under
+// STATE_DIR/patches/<pod uid>/<session id>.patch with a JSON record
+// beside it — and the patches are served to admins (GET /v1/patches).
+
+// podPatchesDir is where the patches of deleted Pods' sessions are kept.
+func (s *Server) podPatchesDir() string { return filepath.Join(s.opt.StateDir, "patches") }
+
+// EndGonePods ends the sessions of every owner Pod whose directory under
+// the kubelet root is gone (at start, for sessions re-adopted after the
+// daemon was down, and on the prune timer, in case an event was missed).
+// Outside Pod mode it does nothing.
+func (s *Server) EndGonePods(ctx context.Context) ([]api.PodPatch, error) {
+	if !s.podMode() {
+		return nil, nil
+	}
+	var out []api.PodPatch
+	var errs []error
+	for _, uid := range s.owners.pods() {
+		if _, err := os.Lstat(kubepod.PodDir(s.opt.KubeletRoot, uid)); !errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		kept, err := s.EndPod(ctx, uid)
+		out = append(out, kept...)
+		errs = append(errs, err)
+	}
+	return out, errors.Join(errs...)
+}
+
+// EndPod ends every session Pod uid owns: each is removed as DELETE
+// /v1/sessions/{id} removes it (running containers killed and reaped,
+// the change set collected from the session's own write area and base
+// copy, never from the repository, which the kubelet may already have
+// removed), and its patch moved to STATE_DIR/patches/<uid>/<id>.patch
+// with <id>.json (an api.PodPatch) beside it.
+func (s *Server) EndPod(ctx context.Context, uid string) ([]api.PodPatch, error) {
+	s.patchesMu.Lock()
+	defer s.patchesMu.Unlock()
+	ids := s.owners.ofPod(uid)
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	dir := filepath.Join(s.podPatchesDir(), uid)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("pod %s: %w", uid, err)
+	}
+	var out []api.PodPatch
+	var errs []error
+	for _, id := range ids {
+		rec := s.owners.get(id, s.opt.DefaultIdleTTL)
+		pp := api.PodPatch{ID: id, PodUID: uid, Volume: rec.Volume, Ended: s.now().UTC(), Files: []string{}}
+		rm, err := s.removeSession(ctx, id, false)
+		switch {
+		case errdefs.IsNotFound(err):
+			_ = s.owners.remove(id)
+			continue
+		case err != nil:
+			errs = append(errs, fmt.Errorf("pod %s: ending session %s: %w", uid, id, err))
+			continue
+		}
+		var problems []error
+		if rm.PatchError != "" {
+			problems = append(problems, errors.New(rm.PatchError))
+		}
+		if rm.Lost != "" {
+			problems = append(problems, errors.New("its writes were lost: "+rm.Lost))
+		}
+		if rm.Patch != "" {
+			dst := filepath.Join(dir, id+".patch")
+			if err := os.Rename(rm.Patch, dst); err != nil {
+				problems = append(problems, err)
+				dst = rm.Patch
+			}
+			pp.Path = dst
+			if files, err := patchFiles(dst); err != nil {
+				problems = append(problems, err)
+			} else {
+				pp.Files = files
+			}
+		}
+		if len(problems) > 0 {
+			pp.Error = errors.Join(problems...).Error()
+		}
+		if err := writeJSONFile(filepath.Join(dir, id+".json"), pp); err != nil {
+			errs = append(errs, fmt.Errorf("pod %s: session %s: recording its patch: %w", uid, id, err))
+		}
+		fmt.Fprintf(s.opt.Log, "corral daemon: pod %s was deleted: session %s ended (patch: %s)\n", uid, id, orNone(pp.Path))
+		out = append(out, pp)
+	}
+	return out, errors.Join(errs...)
+}
+
+// patchFiles lists the paths a patch file changes.
+func patchFiles(p string) ([]string, error) {
+	data, err := os.ReadFile(p)
+	if err != nil {
+		return nil, err
+	}
+	files, _, err := gitdiff.Parse(bytes.NewReader(data))
+	if err != nil {
+		return nil, fmt.Errorf("reading the kept patch: %w", err)
+	}
+	out := []string{}
+	for _, f := range files {
+		name := f.NewName
+		if f.IsDelete {
+			name = f.OldName
+		}
+		out = append(out, name)
+	}
+	return out, nil
+}
+
+func writeJSONFile(p string, v any) error {
+	data, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	tmp := p + ".tmp"
+	if err := os.WriteFile(tmp, append(data, '\n'), 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, p)
+}
+
+// podPatches reads every kept patch record, oldest first.
+func (s *Server) podPatches() ([]api.PodPatch, error) {
+	out := []api.PodPatch{}
+	pods, err := os.ReadDir(s.podPatchesDir())
+	if errors.Is(err, fs.ErrNotExist) {
+		return out, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	for _, pod := range pods {
+		if !pod.IsDir() {
+			continue
+		}
+		entries, err := os.ReadDir(filepath.Join(s.podPatchesDir(), pod.Name()))
+		if err != nil {
+			return nil, err
+		}
+		for _, e := range entries {
+			id, ok := cutSuffix(e.Name(), ".json")
+			if !ok || !idPattern.MatchString(id) {
+				continue
+			}
+			data, err := os.ReadFile(filepath.Join(s.podPatchesDir(), pod.Name(), e.Name()))
+			if err != nil {
+				return nil, err
+			}
+			var pp api.PodPatch
+			if err := json.Unmarshal(data, &pp); err != nil {
+				pp = api.PodPatch{ID: id, PodUID: pod.Name(), Files: []string{}, Error: "unreadable record: " + err.Error()}
+			}
+			out = append(out, pp)
+		}
+	}
+	slices.SortFunc(out, func(a, b api.PodPatch) int { return a.Ended.Compare(b.Ended) })
+	return out, nil
+}
+
+// errAdminsOnly refuses a non-admin caller.
+func errAdminsOnly(what string) error {
+	return fmt.Errorf("%s: %w: only the daemon's admins (root on the node, or its own Pod) may read them", what, errdefs.ErrPermissionDenied)
+}
+
+func (s *Server) listPatches(w http.ResponseWriter, r *http.Request) {
+	if p, _ := peerOf(r.Context()); !s.admin(p) {
+		s.fail(w, r, errAdminsOnly("patches"))
+		return
+	}
+	list, err := s.podPatches()
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, list)
+}
+
+func (s *Server) getPatch(w http.ResponseWriter, r *http.Request) {
+	if p, _ := peerOf(r.Context()); !s.admin(p) {
+		s.fail(w, r, errAdminsOnly("patches"))
+		return
+	}
+	id := r.PathValue("id")
+	list, err := s.podPatches()
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	i := slices.IndexFunc(list, func(pp api.PodPatch) bool { return pp.ID == id })
+	if !idPattern.MatchString(id) || i < 0 {
+		s.fail(w, r, fmt.Errorf("patch %s: %w", id, errdefs.ErrNotFound))
+		return
+	}
+	var data []byte
+	if list[i].Path != "" {
+		if data, err = os.ReadFile(list[i].Path); err != nil {
+			s.fail(w, r, fmt.Errorf("patch %s: %w", id, err))
+			return
+		}
+	}
+	writeText(w, api.MediaPatch, data)
+}
+
+// WatchPods ends the sessions of each owner Pod when the kubelet removes
+// its directory (KubeletRoot/pods/<uid>), until ctx ends: an inotify
+// watch (fsnotify) on the pods directory, waiting for the directory to
+// exist first. Outside Pod mode it returns at once.
+func (s *Server) WatchPods(ctx context.Context) error {
+	if !s.podMode() {
+		return nil
+	}
+	pods := filepath.Join(s.opt.KubeletRoot, "pods")
+	w, err := fsnotify.NewWatcher()
+	if err != nil {
+		return err
+	}
+	defer w.Close()
+	for {
+		if err = w.Add(pods); err == nil {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(5 * time.Second):
+		}
+	}
+	// A Pod deleted between the start-up check and the watch.
+	s.logEnded(s.EndGonePods(ctx))
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case err := <-w.Errors:
+			fmt.Fprintf(s.opt.Log, "corral daemon: watching %s: %v\n", pods, err)
+			s.logEnded(s.EndGonePods(ctx))
+		case ev, ok := <-w.Events:
+			if !ok {
+				return nil
+			}
+			if !ev.Has(fsnotify.Remove) && !ev.Has(fsnotify.Rename) {
+				continue
+			}
+			uid := filepath.Base(ev.Name)
+			if _, err := os.Lstat(ev.Name); !errors.Is(err, fs.ErrNotExist) {
+				continue
+			}
+			s.logEnded(s.EndPod(ctx, uid))
+		}
+	}
+}
+
+func (s *Server) logEnded(_ []api.PodPatch, err error) {
+	if err != nil {
+		fmt.Fprintf(s.opt.Log, "corral daemon: ending deleted Pods' sessions: %v\n", err)
+	}
+}
