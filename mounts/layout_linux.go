@@ -44,6 +44,13 @@ type Plan struct {
 	AreaBytes, AreaInodes int64
 	// UID and GID own the writable files (the container's user, 65534).
 	UID, GID int
+	// Shared leaves the session directory's self-bind in its parent's
+	// peer group instead of making it private, so that the layout's
+	// mounts propagate out: needed when runc resolves bind sources in
+	// another mount namespace than ours, as for a daemon in a Kubernetes
+	// Pod whose state directory is a Bidirectional hostPath (a private
+	// mount's children never reach the node; mount_namespaces(7)).
+	Shared bool
 }
 
 // Layout is the host side of one session, every path under Dir (0700).
@@ -139,7 +146,7 @@ func (l *Layout) table(hs *hidden.Set) []hostMount {
 	sec := []string{"nosuid", "nodev", "noexec"}
 	opts := func(o ...string) []string { return append(slices.Clone(sec), o...) }
 	t := []hostMount{
-		{Mount: mount.Mount{Type: "bind", Source: l.Dir, Target: l.Dir, Options: []string{"bind"}}, what: "the session directory", private: true},
+		{Mount: mount.Mount{Type: "bind", Source: l.Dir, Target: l.Dir, Options: []string{"bind"}}, what: "the session directory", private: !l.Plan.Shared},
 		// Not recursive: overlayfs does not cross mounts inside a lower
 		// layer, so mounts below the repository are not part of the view
 		// either way.

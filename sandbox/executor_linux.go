@@ -52,6 +52,11 @@ type Config struct {
 	// Log receives progress notes such as "building image on first use".
 	// nil discards them.
 	Log io.Writer
+	// SharedMounts makes each session's host mounts propagate to the
+	// state directory's peers (mounts.Plan.Shared): for a daemon in a
+	// Pod, whose mounts containerd on the node must see. Off, they stay
+	// private to this mount namespace.
+	SharedMounts bool
 }
 
 // Executor runs invocations through one containerd connection, made on

@@ -155,6 +155,7 @@ func (e *Executor) create(ctx context.Context, cfg SessionConfig, profileSource 
 			_ = removeSessionDir(st.dir)
 		}
 	}()
+	p.plan.Shared = e.cfg.SharedMounts
 	l, err := st.attach(p.plan, p.hidden)
 	if err != nil {
 		return nil, err
@@ -240,6 +241,7 @@ func (e *Executor) OpenSession(ctx context.Context, id string, opts ...OpenOptio
 			err = fmt.Errorf("session %s: %w: its write area was a tmpfs and its mounts are gone (the machine rebooted, or they were unmounted), so what it wrote is lost", id, errdefs.ErrDataLoss)
 		}
 	default:
+		p.plan.Shared = e.cfg.SharedMounts
 		l, err = st.attach(p.plan, hs)
 	}
 	if err != nil {
@@ -295,7 +297,9 @@ func (s *Session) ready() error {
 	// No other process opens an ephemeral session (OpenSession refuses
 	// it), so the store's lock is not needed to prepare its mounts; not
 	// taking it keeps readyMu below the store lock (the lock order).
-	l, err := mounts.Prepare(st.layoutDir(), s.plan, s.hidden)
+	plan := s.plan
+	plan.Shared = s.exec.cfg.SharedMounts
+	l, err := mounts.Prepare(st.layoutDir(), plan, s.hidden)
 	if err != nil {
 		st.release()
 		_ = removeSessionDir(st.dir)

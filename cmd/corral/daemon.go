@@ -63,6 +63,10 @@ docs/daemon.md.`,
 			sc := g.config(log)
 			sc.Log = g.progress(log, defaultDaemonLevel) // a long-lived process says what it does
 			sc.Cold, sc.MaxWarm = maxWarm == 0, maxWarm
+			// Pod mode runs in a Pod: its session mounts must reach the
+			// node's mount namespace, where containerd and runc resolve
+			// them, through the state directory's Bidirectional hostPath.
+			sc.SharedMounts = cfg.KubeletRoot != ""
 			err := daemon.Run(cmd.Context(), cfg, func(ctx context.Context) (daemon.Backend, error) {
 				return daemon.NewBackend(ctx, sc)
 			})

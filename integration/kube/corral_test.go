@@ -54,12 +54,17 @@ func deployCorral(ctx context.Context) error {
 	}
 	buildDir = dir
 	root := RepoRoot()
-	for _, b := range []struct{ out, pkg string }{
-		{"corral", "./cmd/corral"}, {"corral-init", "./cmd/corral-init"},
-		{"callbench", "./integration/kube/testdata/callbench"},
+	for _, b := range []struct {
+		out, pkg string
+		cgo      string
+	}{
+		// The daemon validates seccomp profiles with libseccomp (cgo);
+		// the client, corral-init and callbench are static.
+		{"corral-daemon", "./cmd/corral", "1"}, {"corral", "./cmd/corral", "0"},
+		{"corral-init", "./cmd/corral-init", "0"}, {"callbench", "./integration/kube/testdata/callbench", "0"},
 	} {
 		cmd := exec.CommandContext(ctx, "go", "build", "-o", filepath.Join(dir, b.out), b.pkg)
-		cmd.Dir, cmd.Env = root, append(os.Environ(), "CGO_ENABLED=0")
+		cmd.Dir, cmd.Env = root, append(os.Environ(), "CGO_ENABLED="+b.cgo)
 		if out, err := cmd.CombinedOutput(); err != nil {
 			return fmt.Errorf("go build %s: %w: %s", b.pkg, err, out)
 		}
@@ -77,12 +82,11 @@ func deployCorral(ctx context.Context) error {
 		}
 	}
 	daemonFiles := []string{
-		filepath.Join(dir, "corral") + "=/usr/local/bin/corral",
 		filepath.Join(dir, "corral-init") + "=/usr/local/bin/corral-init",
 		filepath.Join(etc, "passwd") + "=/etc/passwd",
 		filepath.Join(etc, "group") + "=/etc/group",
 	}
-	tools, err := toolFiles(ctx)
+	tools, err := toolFiles(ctx, filepath.Join(dir, "corral-daemon"))
 	if err != nil {
 		return err
 	}
@@ -114,6 +118,11 @@ func deployCorral(ctx context.Context) error {
 	if out, errOut, err := cluster.Kubectl(ctx, nil, "apply", "--validate=strict", "-k", filepath.Join(root, "deploy", "kubernetes")); err != nil {
 		return fmt.Errorf("apply -k deploy/kubernetes: %w: %s%s", err, out, errOut)
 	}
+	// The images keep their tag from run to run: restart the daemon on
+	// this run's build.
+	if _, _, err := cluster.Kubectl(ctx, nil, "rollout", "restart", "-n", systemNS, "ds/corral-daemon"); err != nil {
+		return err
+	}
 	if _, _, err := cluster.Kubectl(ctx, nil, "rollout", "status", "-n", systemNS, "ds/corral-daemon", "--timeout=180s"); err != nil {
 		return err
 	}
@@ -135,10 +144,11 @@ func waitSocket(ctx context.Context) error {
 	}
 }
 
-// toolFiles lists kube-mkimage arguments that copy the host's tools of
-// sandbox.DefaultImageSpec, with their shared libraries (ldd), to the paths
+// toolFiles lists kube-mkimage arguments that copy the daemon's corral
+// to /usr/local/bin/corral and the host's tools of
+// sandbox.DefaultImageSpec to /usr/bin, with their shared libraries (ldd)
 // where the daemon's image builder looks for them.
-func toolFiles(ctx context.Context) ([]string, error) {
+func toolFiles(ctx context.Context, daemon string) ([]string, error) {
 	spec := sandbox.DefaultImageSpec()
 	seen := map[string]bool{}
 	var files []string
@@ -154,15 +164,20 @@ func toolFiles(ctx context.Context) ([]string, error) {
 		files = append(files, real+"="+dst)
 		return nil
 	}
-	for i, name := range append(append([]string{}, spec.Tools...), spec.Optional...) {
+	names := append([]string{daemon}, spec.Tools...)
+	for i, name := range append(names, spec.Optional...) {
 		p, err := exec.LookPath(name)
 		if err != nil {
-			if i < len(spec.Tools) {
+			if i < len(names) {
 				return nil, fmt.Errorf("tool %s: %w", name, err)
 			}
 			continue
 		}
-		if err := add(p, "/usr/bin/"+name); err != nil {
+		dst := "/usr/bin/" + name
+		if i == 0 {
+			dst = "/usr/local/bin/corral"
+		}
+		if err := add(p, dst); err != nil {
 			return nil, err
 		}
 		out, err := exec.CommandContext(ctx, "ldd", p).Output()
@@ -188,11 +203,19 @@ func toolFiles(ctx context.Context) ([]string, error) {
 	return files, nil
 }
 
-// hostCorral runs the host's corral (the same static build) against the
-// daemon's socket as the node has it: the host is root, an admin.
+// onNode returns a command that runs argv as root on the node: in its
+// PID namespace (the daemon names its callers by pid, and one in a PID
+// namespace it cannot see is refused) and its mount namespace (where the
+// socket is /run/corral/corral.sock). Root outside any Pod is an admin.
+func onNode(ctx context.Context, argv ...string) *exec.Cmd {
+	return exec.CommandContext(ctx, "nsenter", append([]string{"-t", fmt.Sprint(cluster.PID), "--pid", "--mount", "--"}, argv...)...)
+}
+
+// hostCorral runs the host's corral (the same static build as the agent
+// image's) as node root against the daemon's socket.
 func hostCorral(ctx context.Context, args ...string) (string, error) {
-	argv := append([]string{"--daemon", cluster.NodePath(sockPath)}, args...)
-	out, err := exec.CommandContext(ctx, filepath.Join(buildDir, "corral"), argv...).CombinedOutput()
+	argv := append([]string{filepath.Join(buildDir, "corral"), "--daemon", sockPath}, args...)
+	out, err := onNode(ctx, argv...).CombinedOutput()
 	return string(out), err
 }
 
