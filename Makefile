@@ -109,7 +109,7 @@ test-ci-examples: setup image-docker
 # then the smoke test and the Go cluster tests. Not part of `make test`.
 kube:
 	hack/kube/smoke.sh
-	$(GO) test -tags kube -count=1 -timeout 30m ./integration/kube/
+	$(GO) test -tags kube -count=1 -timeout 30m -v ./integration/kube/
 
 clean:
 	rm -rf build
