@@ -5,6 +5,9 @@
 //
 //	daemonclient SOCKET list
 //	daemonclient SOCKET create REPO
+//	daemonclient SOCKET create-volume NAME [SUBPATH]
+//	daemonclient SOCKET patches
+//	daemonclient SOCKET patch ID
 //	daemonclient SOCKET get|diff|remove ID
 //	daemonclient SOCKET exec|stream ID ARGV...
 //	daemonclient SOCKET read ID PATH
@@ -46,6 +49,18 @@ func main() {
 		res, err = c.Sessions(ctx)
 	case "create":
 		res, err = c.CreateSession(ctx, api.CreateSession{Repo: args[0]})
+	case "create-volume":
+		v := &api.Volume{Name: args[0]}
+		if len(args) > 1 {
+			v.SubPath = args[1]
+		}
+		res, err = c.CreateSession(ctx, api.CreateSession{Volume: v})
+	case "patches":
+		res, err = c.Patches(ctx)
+	case "patch":
+		var b []byte
+		b, err = c.PodPatch(ctx, args[0])
+		res = string(b)
 	case "get":
 		res, err = c.Session(ctx, args[0])
 	case "diff":

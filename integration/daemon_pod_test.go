@@ -1,0 +1,195 @@
+package integration
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/corral-sandbox/corral/internal/testutil"
+	"github.com/corral-sandbox/corral/sandbox/api"
+	"github.com/stretchr/testify/require"
+)
+
+// fakePod is a Pod as the daemon sees it on a node: a real cgroup named
+// as the kubelet names a Pod's (cgroup v1 pids with the cgroupfs driver's
+// names, and cgroup v2 with the systemd driver's, when the host has them),
+// and its directory in a fake kubelet root with one emptyDir volume.
+type fakePod struct {
+	uid     string
+	cgroups []string // the container's cgroup directories
+	dir     string   // KUBELET_ROOT/pods/UID
+}
+
+// newFakePod makes Pod uid's cgroups and its volume NAME holding files.
+func newFakePod(t *testing.T, kubeletRoot, uid, volume string, files map[string]string) *fakePod {
+	t.Helper()
+	p := &fakePod{uid: uid, dir: filepath.Join(kubeletRoot, "pods", uid)}
+	sysUID := strings.ReplaceAll(uid, "-", "_")
+	for _, c := range []struct{ root, path string }{
+		{"/sys/fs/cgroup/pids", "kubepods/besteffort/pod" + uid + "/ctr"},
+		{"/sys/fs/cgroup/unified", "kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod" + sysUID + ".slice/cri-containerd-ctr.scope"},
+		{"/sys/fs/cgroup", "kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod" + sysUID + ".slice/cri-containerd-ctr.scope"},
+	} {
+		if _, err := os.Stat(filepath.Join(c.root, "cgroup.procs")); err != nil {
+			continue
+		}
+		dir := filepath.Join(c.root, c.path)
+		require.NoError(t, os.MkdirAll(dir, 0o755))
+		p.cgroups = append(p.cgroups, dir)
+		t.Cleanup(func() {
+			// Deepest first; a cgroup goes with rmdir once empty.
+			for d := dir; d != c.root; d = filepath.Dir(d) {
+				if os.Remove(d) != nil {
+					break
+				}
+			}
+		})
+	}
+	require.NotEmpty(t, p.cgroups, "this host has neither cgroup v1 pids nor cgroup v2")
+	vol := filepath.Join(p.dir, "volumes", "kubernetes.io~empty-dir", volume)
+	require.NoError(t, os.MkdirAll(vol, 0o777))
+	testutil.Tree(t, vol, files)
+	return p
+}
+
+// run runs the daemon client in the Pod's cgroups as nobody (a non-root
+// agent's process), through a shell that moves itself into them first.
+func (p *fakePod) run(t *testing.T, bin string, args ...string) dcOutput {
+	t.Helper()
+	script := ""
+	for _, c := range p.cgroups {
+		script += "echo $$ > " + c + "/cgroup.procs && "
+	}
+	script += `exec setpriv --reuid=65534 --regid=65534 --clear-groups "$@"`
+	return runDC(t, exec.Command("sh", append([]string{"-c", script, "sh", bin}, args...)...))
+}
+
+func runDC(t *testing.T, cmd *exec.Cmd) dcOutput {
+	t.Helper()
+	out, err := cmd.Output()
+	var stderr string
+	if ee, ok := err.(*exec.ExitError); ok {
+		stderr = string(ee.Stderr)
+	}
+	require.NoError(t, err, "%q: %s", cmd.Args, stderr)
+	var o dcOutput
+	require.NoError(t, json.Unmarshal(out, &o), "%s", out)
+	return o
+}
+
+// TestDaemonPodMode: `corral daemon --kubelet-root` identifies its caller
+// by the Pod its process's cgroup names (a real process in real cgroups
+// named like a Pod's), gives a Pod its own volume and nothing else, tells
+// another Pod the session does not exist, refuses a caller in no Pod that
+// is not root, and when the Pod's directory is deleted ends the session
+// and keeps its patch, readable by root through the API.
+func TestDaemonPodMode(t *testing.T) {
+	const (
+		podA = "0f8e7d6c-5b4a-4938-8271-6a5b4c3d2e1f"
+		podB = "11111111-2222-3333-4444-555555555555"
+	)
+	kubelet, err := os.MkdirTemp("", "corral-it-kubelet-")
+	require.NoError(t, err)
+	require.NoError(t, os.Chmod(kubelet, 0o755))
+	t.Cleanup(func() { os.RemoveAll(kubelet) })
+	a := newFakePod(t, kubelet, podA, "work", map[string]string{
+		"repo/README.md":         "# a\n",
+		"repo/openwiki/index.md": "# index\n",
+		"repo/.openwikiignore":   "secret.txt\n",
+		"repo/secret.txt":        "SECRET-A",
+	})
+	b := newFakePod(t, kubelet, podB, "other", map[string]string{"repo/README.md": "# b\n"})
+
+	state, sock := daemonDirs(t)
+	d := startDaemon(t, state, sock, "--kubelet-root", kubelet)
+	bin := daemonClientPath(t)
+
+	// Pod A: its own volume, beneath which subPath resolves.
+	o := a.run(t, bin, sock, "create-volume", "work", "repo")
+	require.Empty(t, o.Kind, o.Message)
+	var s api.Session
+	require.NoError(t, json.Unmarshal(o.Result, &s))
+	require.Equal(t, "pod:"+podA, s.OwnedBy)
+	require.Equal(t, filepath.Join(a.dir, "volumes/kubernetes.io~empty-dir/work/repo"), s.Repo)
+	o = a.run(t, bin, sock, "exec", s.ID, "cat", "README.md")
+	require.Empty(t, o.Kind, o.Message)
+	require.Contains(t, string(o.Result), `"stdout":"IyBhCg=="`, "the volume's README (base64 of \"# a\\n\")")
+	o = a.run(t, bin, sock, "read", s.ID, "secret.txt")
+	require.Equal(t, api.KindRefused, o.Kind, "a hidden file stays hidden: %s", o.Message)
+	require.NotContains(t, o.Message+string(o.Result), "SECRET-A")
+	o = a.run(t, bin, sock, "write", s.ID, "openwiki/new.md", "new page\n")
+	require.Empty(t, o.Kind, o.Message)
+	o = a.run(t, bin, sock, "write", s.ID, "openwiki/index.md", "# index, edited\n")
+	require.Empty(t, o.Kind, o.Message)
+
+	// Pod A naming a node path, another Pod's volume, or escaping.
+	for _, tc := range []struct {
+		args []string
+		kind string
+		msg  string
+	}{
+		{[]string{"create", a.dir}, api.KindInvalid, "in Pod mode the repository is one of the calling Pod's volumes, named with volume {name, subPath}, never a node path"},
+		{[]string{"create-volume", "other"}, api.KindInvalid, `volume "other": invalid argument: the calling Pod has no such volume on this node`},
+		{[]string{"create-volume", "work", "../../../../" + podB}, api.KindInvalid, `without "..", "." or empty components`},
+		{[]string{"patches"}, api.KindRefused, "only the daemon's admins"},
+	} {
+		o := a.run(t, bin, append([]string{sock}, tc.args...)...)
+		require.Equal(t, tc.kind, o.Kind, "%q: %s", tc.args, o.Message)
+		require.Contains(t, o.Message, tc.msg, "%q", tc.args)
+	}
+
+	// Pod B, as the same uid: A's session does not exist for it.
+	o = b.run(t, bin, sock, "list")
+	require.Empty(t, o.Kind, o.Message)
+	require.JSONEq(t, "[]", string(o.Result))
+	for _, args := range [][]string{{"get", s.ID}, {"exec", s.ID, "ls"}, {"read", s.ID, "README.md"}, {"diff", s.ID}, {"apply", s.ID, "0000000000000000"}, {"remove", s.ID}} {
+		o := b.run(t, bin, append([]string{sock}, args...)...)
+		require.Equal(t, api.KindNotFound, o.Kind, "%q: %s", args, o.Message)
+		require.Equal(t, "session "+s.ID+": not found", o.Message)
+	}
+	o = b.run(t, bin, sock, "create-volume", "work")
+	require.Equal(t, api.KindInvalid, o.Kind, "B cannot name A's volume: %s", o.Message)
+
+	// A process in no Pod that is not root: refused, one line naming why.
+	o = runDC(t, exec.Command("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", bin, sock, "list"))
+	require.Equal(t, api.KindRefused, o.Kind)
+	require.Regexp(t, `^permission denied: uid 65534 \(pid \d+\) is in no Kubernetes Pod, and in Pod mode only Pods and root on the node may call$`, o.Message)
+
+	// Root on the node is an admin.
+	c := d.client()
+	ctx := context.Background()
+	got, err := c.Session(ctx, s.ID)
+	require.NoError(t, err)
+	require.Equal(t, "pod:"+podA, got.OwnedBy)
+
+	// The kubelet deletes Pod A (its volume first, then its directory):
+	// the session ends and its change set is kept, from the session's own
+	// write area and base copy.
+	require.NoError(t, os.RemoveAll(a.dir))
+	var pps []api.PodPatch
+	require.Eventually(t, func() bool {
+		pps, err = c.Patches(ctx)
+		require.NoError(t, err)
+		return len(pps) == 1
+	}, 30*time.Second, 100*time.Millisecond, "daemon stderr:\n%s", d.stderr.String())
+	require.Equal(t, s.ID, pps[0].ID)
+	require.Equal(t, podA, pps[0].PodUID)
+	require.Equal(t, &api.Volume{Name: "work", SubPath: "repo"}, pps[0].Volume)
+	require.ElementsMatch(t, []string{"openwiki/index.md", "openwiki/new.md"}, pps[0].Files)
+	require.Empty(t, pps[0].Error)
+	require.Equal(t, filepath.Join(state, "patches", podA, s.ID+".patch"), pps[0].Path)
+	patch, err := c.PodPatch(ctx, s.ID)
+	require.NoError(t, err)
+	require.Contains(t, string(patch), "-# index\n+# index, edited\n")
+	require.Contains(t, string(patch), "+new page\n")
+	_, err = c.Session(ctx, s.ID)
+	requireAPIKind(t, err, api.KindNotFound)
+	require.Empty(t, daemonContainers(t, state), "the ended session's containers are gone")
+
+	d.stop(true)
+}
