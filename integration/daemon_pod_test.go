@@ -10,7 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/corral-sandbox/corral/audit"
 	"github.com/corral-sandbox/corral/internal/testutil"
+	"github.com/corral-sandbox/corral/mounts"
 	"github.com/corral-sandbox/corral/sandbox/api"
 	"github.com/stretchr/testify/require"
 )
@@ -191,5 +193,77 @@ func TestDaemonPodMode(t *testing.T) {
 	requireAPIKind(t, err, api.KindNotFound)
 	require.Empty(t, daemonContainers(t, state), "the ended session's containers are gone")
 
+	// The audit log names the Pod (and the pid) of every call it made,
+	// and says why the session ended.
+	recs, err := audit.Read(filepath.Join(state, audit.FileName))
+	require.NoError(t, err)
+	var calls, ended int
+	for _, rec := range recs {
+		switch {
+		case rec.Session != s.ID:
+		case rec.Type == audit.TypeSessionEnded:
+			ended++
+			ev := rec.Event.(*audit.SessionEnded)
+			require.Equal(t, podA, ev.Pod)
+			require.Equal(t, pps[0].Path, ev.Patch)
+		default:
+			calls++
+			require.Equal(t, podA, rec.Peer.Pod, "%s record", rec.Type)
+			require.Equal(t, 65534, rec.Peer.UID)
+			require.NotZero(t, rec.Peer.PID)
+		}
+	}
+	require.Equal(t, 1, ended)
+	require.Greater(t, calls, 2)
+
+	d.stop(true)
+}
+
+// TestDaemonSessionLost: a writable session whose write area is gone when
+// the daemon starts (the node rebooted: its mounts vanished) is reported
+// lost in get and list, with the reason and an audit record; its calls
+// answer data_loss; it is never dropped nor recreated empty, and removing
+// it says what was lost.
+func TestDaemonSessionLost(t *testing.T) {
+	state, sock := daemonDirs(t)
+	d := startDaemon(t, state, sock)
+	c := d.client()
+	ctx := context.Background()
+	repo := ftRepo(t)
+	s, err := c.CreateSession(ctx, api.CreateSession{Repo: repo})
+	require.NoError(t, err)
+	require.Empty(t, s.State)
+	_, err = c.Write(ctx, s.ID, api.Write{Path: "openwiki/x.md", Content: "x\n"})
+	require.NoError(t, err)
+	d.stop(true)
+	_, err = mounts.Sweep(filepath.Join(state, "sessions", s.ID))
+	require.NoError(t, err)
+
+	d = startDaemon(t, state, sock)
+	c = d.client()
+	got, err := c.Session(ctx, s.ID)
+	require.NoError(t, err)
+	require.Equal(t, api.StateLost, got.State)
+	require.Contains(t, got.StateReason, "its write area (a tmpfs) is gone")
+	list, err := c.Sessions(ctx)
+	require.NoError(t, err)
+	require.Len(t, list, 1)
+	require.Equal(t, api.StateLost, list[0].State)
+	_, err = c.Read(ctx, s.ID, api.Read{Path: "openwiki/x.md"})
+	requireAPIKind(t, err, api.KindDataLoss)
+	recs, err := audit.Read(filepath.Join(state, audit.FileName))
+	require.NoError(t, err)
+	lost := 0
+	for _, rec := range recs {
+		if rec.Session == s.ID && rec.Type == audit.TypeSessionLost {
+			lost++
+			require.Equal(t, repo, rec.Event.(*audit.SessionLost).Repo)
+		}
+	}
+	require.Equal(t, 1, lost, "one audit record of the loss")
+	rm, err := c.RemoveSession(ctx, s.ID)
+	require.NoError(t, err)
+	require.NotEmpty(t, rm.Lost)
+	require.Empty(t, rm.Patch)
 	d.stop(true)
 }

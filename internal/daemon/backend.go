@@ -34,6 +34,10 @@ type sandboxBackend struct {
 
 	mu   sync.Mutex
 	open map[string]*sandbox.Session
+	// lost holds, by id, why a writable session could not be re-adopted
+	// because its write area is gone (errdefs.ErrDataLoss): it is kept
+	// and reported lost until removed.
+	lost map[string]string
 }
 
 // NewBackend connects to containerd with cfg (a long-lived owner: the
@@ -47,7 +51,7 @@ func NewBackend(ctx context.Context, cfg sandbox.Config) (Backend, error) {
 	if log == nil {
 		log = io.Discard
 	}
-	return &sandboxBackend{exec: e, log: log, open: map[string]*sandbox.Session{}}, nil
+	return &sandboxBackend{exec: e, log: log, open: map[string]*sandbox.Session{}, lost: map[string]string{}}, nil
 }
 
 func (b *sandboxBackend) stateDir() string { return b.exec.Config().StateDir }
@@ -64,6 +68,9 @@ func (b *sandboxBackend) session(ctx context.Context, id string) (*sandbox.Sessi
 	}
 	s, err := b.exec.OpenSession(ctx, id)
 	if err != nil {
+		if errdefs.IsDataLoss(err) {
+			b.markLost(ctx, id, err)
+		}
 		return nil, err
 	}
 	b.open[id] = s
@@ -100,11 +107,42 @@ func (b *sandboxBackend) Sessions(ctx context.Context) ([]api.Session, error) {
 		return nil, err
 	}
 	out := make([]api.Session, 0, len(list))
+	b.mu.Lock()
+	defer b.mu.Unlock()
 	for _, info := range list {
-		out = append(out, sessionOf(info.SessionRecord, info.Mounted, info.Err))
+		s := sessionOf(info.SessionRecord, info.Mounted, info.Err)
+		if reason, ok := b.lost[info.ID]; ok {
+			s.State, s.StateReason = api.StateLost, reason
+		}
+		out = append(out, s)
 	}
 	return out, nil
 }
+
+// markLost records (b.mu held) that session id lost its write area,
+// once, with an audit record: the session stays, reported lost.
+func (b *sandboxBackend) markLost(ctx context.Context, id string, err error) {
+	if _, ok := b.lost[id]; ok {
+		return
+	}
+	reason := lostReason
+	b.lost[id] = reason
+	var repo string
+	if info, ierr := b.exec.Sessions(); ierr == nil {
+		for _, x := range info {
+			if x.ID == id {
+				repo = x.Repo
+			}
+		}
+	}
+	if aerr := b.exec.Audit().For(ctx).Log(id, &audit.SessionLost{Repo: repo, Reason: reason}); aerr != nil {
+		fmt.Fprintf(b.log, "corral daemon: session %s: auditing its loss: %v\n", id, aerr)
+	}
+	fmt.Fprintf(b.log, "corral daemon: session %s is lost: %v\n", id, err)
+}
+
+// lostReason is a lost session's StateReason.
+const lostReason = "its write area (a tmpfs) is gone: the node rebooted, or its mounts were removed; what it wrote is lost (remove the session to clear it)"
 
 func sessionOf(rec sandbox.SessionRecord, mounted bool, errText string) api.Session {
 	return api.Session{
@@ -170,6 +208,9 @@ func (b *sandboxBackend) Remove(ctx context.Context, id string, discard bool) (a
 		// hold it open.
 		b.forget(id, s)
 	}
+	b.mu.Lock()
+	delete(b.lost, id)
+	b.mu.Unlock()
 	if discard {
 		return out, b.exec.RemoveSession(ctx, id)
 	}
@@ -540,7 +581,9 @@ func (b *sandboxBackend) Adopt(ctx context.Context) error {
 			continue
 		}
 		if _, err := b.session(ctx, info.ID); err != nil {
-			fmt.Fprintf(b.log, "corral daemon: session %s not adopted: %v\n", info.ID, err)
+			if !errdefs.IsDataLoss(err) {
+				fmt.Fprintf(b.log, "corral daemon: session %s not adopted: %v\n", info.ID, err)
+			}
 			continue
 		}
 		n++
@@ -549,6 +592,10 @@ func (b *sandboxBackend) Adopt(ctx context.Context) error {
 		fmt.Fprintf(b.log, "corral daemon: adopted %d session(s)\n", n)
 	}
 	return nil
+}
+
+func (b *sandboxBackend) Audit(ctx context.Context, id string, ev audit.Event) error {
+	return b.auditLog(ctx).Log(id, ev)
 }
 
 func (b *sandboxBackend) Close() error {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 
+	"github.com/corral-sandbox/corral/audit"
 	"github.com/corral-sandbox/corral/sandbox/api"
 )
 
@@ -66,6 +67,10 @@ type Backend interface {
 	// Adopt opens every persistent session of the state directory: host
 	// mounts re-attached, ready to serve.
 	Adopt(ctx context.Context) error
+	// Audit writes ev to the audit log for session id, naming the peer
+	// ctx carries (the daemon's own events: a session ended with its
+	// Pod).
+	Audit(ctx context.Context, id string, ev audit.Event) error
 	// Close lets go of every open session without removing any, then of
 	// containerd.
 	Close() error

@@ -17,6 +17,7 @@ import (
 
 	"github.com/containerd/errdefs"
 	"github.com/corral-sandbox/corral/allowlist"
+	"github.com/corral-sandbox/corral/audit"
 	"github.com/corral-sandbox/corral/mounts/changeset"
 	"github.com/corral-sandbox/corral/review"
 	"github.com/corral-sandbox/corral/sandbox/api"
@@ -37,6 +38,8 @@ type fakeBackend struct {
 	// patchDir, when set, is where Remove writes a real patch of the
 	// session's files (as the executor keeps it in STATE_DIR/patches).
 	patchDir string
+	// audited are the events the server wrote through Audit.
+	audited []audit.Event
 }
 
 type fakeSession struct {
@@ -85,6 +88,13 @@ func (f *fakeBackend) Create(_ context.Context, c CreateConfig) (api.Session, er
 		Created: time.Now().UTC().Truncate(time.Second), Mounted: true, Version: "test"}, files: map[string]string{}}
 	f.sessions[id] = s
 	return s.Session, nil
+}
+
+func (f *fakeBackend) Audit(_ context.Context, id string, ev audit.Event) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.audited = append(f.audited, ev)
+	return nil
 }
 
 func (f *fakeBackend) Remove(_ context.Context, id string, discard bool) (api.Removed, error) {

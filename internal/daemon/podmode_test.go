@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/corral-sandbox/corral/audit"
 	"github.com/corral-sandbox/corral/sandbox/api"
 	"github.com/stretchr/testify/require"
 )
@@ -123,4 +124,5 @@ func TestPodMode(t *testing.T) {
 	require.Equal(t, pps[0].Files, rec.Files)
 	_, err = b.PodPatch(ctx, s.ID)
 	requireKind(t, err, api.KindRefused, 403)
+	require.Equal(t, []audit.Event{&audit.SessionEnded{Reason: "its owner Pod was deleted", Pod: podA, Patch: pps[0].Path, Files: []string{"openwiki/a.md"}}}, e.fake.audited)
 }
