@@ -71,6 +71,43 @@ func (p *fakePod) run(t *testing.T, bin string, args ...string) dcOutput {
 	return runDC(t, exec.Command("sh", append([]string{"-c", script, "sh", bin}, args...)...))
 }
 
+// runRaw runs args (a program and its arguments) in the Pod's cgroups as
+// nobody and returns its stdout, stderr and exit code.
+func (p *fakePod) runRaw(t *testing.T, args ...string) (string, string, int) {
+	t.Helper()
+	script := ""
+	for _, c := range p.cgroups {
+		script += "echo $$ > " + c + "/cgroup.procs && "
+	}
+	script += `exec setpriv --reuid=65534 --regid=65534 --clear-groups "$@"`
+	cmd := exec.Command("sh", append([]string{"-c", script, "sh"}, args...)...)
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else {
+		require.NoError(t, err)
+	}
+	return stdout.String(), stderr.String(), code
+}
+
+// corralForAll copies the corral binary where every uid can run it.
+func corralForAll(t *testing.T) string {
+	t.Helper()
+	require.NoError(t, testutil.BuildCorral())
+	dir, err := os.MkdirTemp("", "corral-it-bin-")
+	require.NoError(t, err)
+	require.NoError(t, os.Chmod(dir, 0o755))
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	data, err := os.ReadFile(testutil.CorralPath())
+	require.NoError(t, err)
+	p := filepath.Join(dir, "corral")
+	require.NoError(t, os.WriteFile(p, data, 0o755))
+	return p
+}
+
 func runDC(t *testing.T, cmd *exec.Cmd) dcOutput {
 	t.Helper()
 	out, err := cmd.Output()
@@ -129,6 +166,20 @@ func TestDaemonPodMode(t *testing.T) {
 	o = a.run(t, bin, sock, "write", s.ID, "openwiki/index.md", "# index, edited\n")
 	require.Empty(t, o.Kind, o.Message)
 
+	// The CLI in the Pod: --volume NAME/SUBPATH.
+	corral := corralForAll(t)
+	out, stderr, code := a.runRaw(t, corral, "--daemon", sock, "session", "create", "--volume", "work/repo", "--json")
+	require.Equal(t, 0, code, stderr)
+	var viaCLI struct {
+		ID   string `json:"id"`
+		Repo string `json:"repo"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &viaCLI), out)
+	require.Equal(t, s.Repo, viaCLI.Repo)
+	_, stderr, code = a.runRaw(t, corral, "--daemon", sock, "session", "create", "--repo", s.Repo)
+	require.Equal(t, 125, code)
+	require.Contains(t, stderr, "in Pod mode the repository is one of the calling Pod's volumes")
+
 	// Pod A naming a node path, another Pod's volume, or escaping.
 	for _, tc := range []struct {
 		args []string
@@ -177,9 +228,15 @@ func TestDaemonPodMode(t *testing.T) {
 	require.Eventually(t, func() bool {
 		pps, err = c.Patches(ctx)
 		require.NoError(t, err)
-		return len(pps) == 1
+		return len(pps) == 2
 	}, 30*time.Second, 100*time.Millisecond, "daemon stderr:\n%s", d.stderr.String())
+	if pps[0].ID != s.ID {
+		pps[0], pps[1] = pps[1], pps[0]
+	}
 	require.Equal(t, s.ID, pps[0].ID)
+	require.Equal(t, viaCLI.ID, pps[1].ID)
+	require.Empty(t, pps[1].Path, "the CLI's session wrote nothing: no patch file")
+	require.Empty(t, pps[1].Files)
 	require.Equal(t, podA, pps[0].PodUID)
 	require.Equal(t, &api.Volume{Name: "work", SubPath: "repo"}, pps[0].Volume)
 	require.ElementsMatch(t, []string{"openwiki/index.md", "openwiki/new.md"}, pps[0].Files)
@@ -191,6 +248,13 @@ func TestDaemonPodMode(t *testing.T) {
 	require.Contains(t, string(patch), "+new page\n")
 	_, err = c.Session(ctx, s.ID)
 	requireAPIKind(t, err, api.KindNotFound)
+	cmd := exec.Command(corral, "--daemon", sock, "patches", "show", s.ID)
+	shown, err := cmd.Output()
+	require.NoError(t, err)
+	require.Equal(t, string(patch), string(shown))
+	shown, err = exec.Command(corral, "--daemon", sock, "patches", "ls").Output()
+	require.NoError(t, err)
+	require.Contains(t, string(shown), s.ID+"  "+podA)
 	require.Empty(t, daemonContainers(t, state), "the ended session's containers are gone")
 
 	// The audit log names the Pod (and the pid) of every call it made,

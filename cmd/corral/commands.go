@@ -77,7 +77,7 @@ func newRootCommand() *cobra.Command {
 	g.addConfigFlags(pf)
 	root.AddCommand(newVersionCommand(), newDoctorCommand(g), newManCommand())
 	root.AddCommand(newRunCommand(g), newCheckCommand(), newImageCommand(g), newGCCommand(g), newProfilesCommand(), newApplyCommand(g))
-	root.AddCommand(newSessionCommand(g), newServeCommand(g), newFSCommand(), newDaemonCommand(g))
+	root.AddCommand(newSessionCommand(g), newServeCommand(g), newFSCommand(), newDaemonCommand(g), newPatchesCommand(g))
 	return root
 }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/corral-sandbox/corral/mounts/changeset"
 	"github.com/corral-sandbox/corral/profiles"
 	"github.com/corral-sandbox/corral/sandbox"
+	"github.com/corral-sandbox/corral/sandbox/api"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 )
@@ -350,6 +351,9 @@ func listSessions(cmd *cobra.Command, g *globalFlags) ([]sandbox.SessionInfo, er
 		for i := range ss {
 			list[i] = sandbox.SessionInfo{SessionRecord: recordOf(&ss[i]), Mounted: ss[i].Mounted, Err: ss[i].Error,
 				LastUsed: ss[i].LastUsed, Expires: ss[i].LastUsed.Add(time.Duration(ss[i].IdleTTLNS))}
+			if ss[i].State == api.StateLost && list[i].Err == "" {
+				list[i].Err = "lost: " + ss[i].StateReason
+			}
 		}
 		return list, nil
 	}
