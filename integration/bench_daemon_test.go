@@ -201,10 +201,11 @@ func measureDaemonLoad(b testing.TB, sessions, calls int) daemonLoad {
 func daemonSection(b testing.TB) string {
 	b.Helper()
 	rounds, burst := 8, 4
+	before := loadAverage()
 	lat := measureDaemonLatency(b, rounds, burst)
 	load := measureDaemonLoad(b, 8, 50)
 	var sb strings.Builder
-	fmt.Fprintf(&sb, "\n## Through the daemon (pool depth 2), load average %s\n\n", loadAverage())
+	fmt.Fprintf(&sb, "\n## Through the daemon (pool depth 2); load average (1, 5, 15 min) %s before, %s after\n\n", before, loadAverage())
 	sb.WriteString(lat.table(rounds, burst))
 	fmt.Fprintf(&sb, "\n| load | calls/s | failures | containers left | ctr run --rm/s, %d loops as long |\n| --- | --- | --- | --- | --- |\n", load.sessions)
 	fmt.Fprintf(&sb, "| %d sessions × %d calls at once, API | %.1f | %d | %d | %.1f |\n", load.sessions, load.calls, load.rate, load.failures, load.leftovers, load.ctrRate)

@@ -24,8 +24,9 @@ func BenchmarkDaemonBackToBack(b *testing.B) {
 	if s := os.Getenv("CORRAL_BENCH_ROUNDS"); s != "" {
 		rounds, _ = strconv.Atoi(s)
 	}
+	before := loadAverage()
 	lat := measureDaemonLatency(b, rounds, burst) // bench_daemon_test.go
-	fmt.Printf("\nload average %s\n%s", loadAverage(), lat.table(rounds, burst))
+	fmt.Printf("\nload average (1, 5, 15 min) %s before, %s after\n%s", before, loadAverage(), lat.table(rounds, burst))
 	for j := range lat.names {
 		b.ReportMetric(lat.ratio(j), fmt.Sprintf("x-ctr-%d", j))
 	}
