@@ -80,7 +80,7 @@ func (f *fakeDaemon) requests() []string {
 // exec` costs through a daemon: a version probe and the exec, nothing
 // else: no profile fetched and parsed unless the call hit a limit, and
 // containerd never dialed (CONTAINERD_ADDRESS points at nothing; a dial
-// would fail the command).
+// would fail the command), no state directory made.
 func TestSessionExecThroughDaemonIsOneExchange(t *testing.T) {
 	t.Setenv("CONTAINERD_ADDRESS", filepath.Join(t.TempDir(), "no-containerd.sock"))
 	conf := filepath.Join(t.TempDir(), "config.yaml")
@@ -89,9 +89,11 @@ func TestSessionExecThroughDaemonIsOneExchange(t *testing.T) {
 	ok := api.ExecResult{Argv: []string{"ls"}, LimitsHit: []string{}, Changes: []api.Change{}, Violations: []api.Problem{}, NewViolations: []api.Problem{}}
 	f := startFakeDaemon(t, ok)
 	var stdout, stderr bytes.Buffer
-	code := execute(context.Background(), []string{"--daemon", f.sock, "--state-dir", filepath.Join(t.TempDir(), "state"),
+	state := filepath.Join(t.TempDir(), "state")
+	code := execute(context.Background(), []string{"--daemon", f.sock, "--state-dir", state,
 		"session", "exec", "-q", "s1", "--", "ls"}, nil, &stdout, &stderr)
 	require.Equal(t, 0, code, stderr.String())
+	require.NoDirExists(t, state, "a client of the daemon makes no state of its own")
 	require.Equal(t, "a.txt\n", stdout.String())
 	require.Equal(t, []string{"GET /v1/version", "POST /v1/sessions/s1/exec"}, f.requests())
 
