@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"os"
+	"os/exec"
 	"testing"
 	"time"
 
@@ -80,4 +81,29 @@ func TestDaemonIdleTTLIsTheRecords(t *testing.T) {
 	require.Len(t, list, 1)
 	require.Equal(t, long.ID, list[0].ID)
 	require.NoError(t, e.RemoveSession(ctx, long.ID))
+}
+
+// TestCLIThroughDaemonWithoutContainerd runs `corral session exec`
+// through a real daemon with CONTAINERD_ADDRESS pointing at nothing and a
+// state directory that does not exist: a client of the daemon needs
+// neither (the daemon has both).
+func TestCLIThroughDaemonWithoutContainerd(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	repo := t.TempDir()
+	require.NoError(t, os.Chmod(repo, 0o755))
+	testutil.Tree(t, repo, map[string]string{"README.md": "# r\n", "openwiki/index.md": "# i\n"})
+	d := startDaemon(t, dir+"/state", dir+"/corral.sock")
+	defer d.stop(true)
+	c := d.client()
+	s, err := c.CreateSession(ctx, api.CreateSession{Repo: repo})
+	require.NoError(t, err)
+	defer c.DiscardSession(ctx, s.ID)
+
+	cmd := exec.Command(testutil.CorralPath(), "--daemon", d.sock, "session", "exec", s.ID, "--", "ls")
+	cmd.Env = append(os.Environ(), "CONTAINERD_ADDRESS="+dir+"/no-containerd.sock", "CORRAL_STATE_DIR="+dir+"/no-state")
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, string(out))
+	require.Equal(t, "README.md\nopenwiki\n", string(out))
+	require.NoDirExists(t, dir+"/no-state")
 }
