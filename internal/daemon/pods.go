@@ -71,7 +71,7 @@ func (s *Server) EndPod(ctx context.Context, uid string) ([]api.PodPatch, error)
 	var out []api.PodPatch
 	var errs []error
 	for _, id := range ids {
-		rec := s.owners.get(id, s.opt.DefaultIdleTTL)
+		rec := s.owners.get(id)
 		pp := api.PodPatch{ID: id, PodUID: uid, Volume: rec.Volume, Ended: s.now().UTC(), Files: []string{}}
 		rm, err := s.removeSession(ctx, id, false)
 		switch {

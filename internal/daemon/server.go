@@ -329,11 +329,10 @@ func errNoSession(id string) error {
 func (s *Server) session(w http.ResponseWriter, r *http.Request) (string, bool) {
 	id := r.PathValue("id")
 	p, _ := peerOf(r.Context())
-	if !idPattern.MatchString(id) || !s.visible(p, s.owners.get(id, s.opt.DefaultIdleTTL)) {
+	if !idPattern.MatchString(id) || !s.visible(p, s.owners.get(id)) {
 		s.fail(w, r, errNoSession(id))
 		return "", false
 	}
-	s.owners.touch(id, s.now())
 	return id, true
 }
 
@@ -384,7 +383,7 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p, _ := peerOf(r.Context())
-	ttl := s.opt.DefaultIdleTTL
+	var ttl time.Duration // none named: the profile's, at most opt.DefaultIdleTTL
 	if req.IdleTTL != "" {
 		d, err := time.ParseDuration(req.IdleTTL)
 		if err != nil || d <= 0 || d > maxIdleTTL {
@@ -393,7 +392,7 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 		}
 		ttl = d
 	}
-	cfg := CreateConfig{CreateSession: req}
+	cfg := CreateConfig{CreateSession: req, IdleTTL: ttl, DefaultIdleTTL: s.opt.DefaultIdleTTL}
 	isFile := strings.ContainsRune(req.Profile, '/') || strings.HasSuffix(req.Profile, ".yaml")
 	if err := s.checkPodCreate(p, req, isFile); err != nil {
 		s.fail(w, r, err)
@@ -436,8 +435,7 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	now := s.now()
-	if err := s.owners.add(sess.ID, ownerRecord{UID: p.UID, GID: p.GID, Pod: p.Pod, Volume: req.Volume, IdleTTL: ttl, LastUsed: now}); err != nil {
+	if err := s.owners.add(sess.ID, ownerRecord{UID: p.UID, GID: p.GID, Pod: p.Pod, Volume: req.Volume}); err != nil {
 		// Without its owner record the session would be root's: remove it.
 		_, rerr := s.b.Remove(context.WithoutCancel(r.Context()), sess.ID, true)
 		s.fail(w, r, errors.Join(err, rerr))
@@ -472,15 +470,13 @@ func (s *Server) checkPodCreate(p Peer, req api.CreateSession, profileFile bool)
 
 // annotate adds the daemon's own fields to a backend session.
 func (s *Server) annotate(sess api.Session) api.Session {
-	rec := s.owners.get(sess.ID, s.opt.DefaultIdleTTL)
+	rec := s.owners.get(sess.ID)
 	sess.Owner = rec.UID
 	sess.OwnedBy = fmt.Sprintf("uid:%d", rec.UID)
 	if rec.Pod != "" {
 		sess.OwnedBy = "pod:" + rec.Pod
 	}
 	sess.Volume = rec.Volume
-	sess.IdleTTLNS = int64(rec.IdleTTL)
-	sess.LastUsed = rec.LastUsed
 	if sess.LastUsed.IsZero() {
 		sess.LastUsed = sess.Created
 	}
@@ -497,7 +493,7 @@ func (s *Server) visibleSessions(ctx context.Context) ([]api.Session, error) {
 	out := []api.Session{}
 	for _, sess := range all {
 		sess = s.annotate(sess)
-		if s.visible(p, s.owners.get(sess.ID, s.opt.DefaultIdleTTL)) {
+		if s.visible(p, s.owners.get(sess.ID)) {
 			out = append(out, sess)
 		}
 	}
@@ -627,9 +623,6 @@ func (s *Server) PruneExpired(ctx context.Context) (api.Pruned, error) {
 	}
 	return s.pruneSessions(ctx, all, nil, false)
 }
-
-// Flush writes the sessions' last-use times (at shutdown).
-func (s *Server) Flush() error { return s.owners.flush() }
 
 // ForgetMissing drops owner records of sessions that no longer exist.
 func (s *Server) ForgetMissing(ctx context.Context) error {
