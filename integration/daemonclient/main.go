@@ -5,6 +5,7 @@
 //
 //	daemonclient SOCKET list
 //	daemonclient SOCKET create REPO
+//	daemonclient SOCKET create-json CREATESESSION-JSON
 //	daemonclient SOCKET get|diff|remove ID
 //	daemonclient SOCKET exec|stream ID ARGV...
 //	daemonclient SOCKET read ID PATH
@@ -46,6 +47,11 @@ func main() {
 		res, err = c.Sessions(ctx)
 	case "create":
 		res, err = c.CreateSession(ctx, api.CreateSession{Repo: args[0]})
+	case "create-json":
+		var req api.CreateSession
+		if err = json.Unmarshal([]byte(args[0]), &req); err == nil {
+			res, err = c.CreateSession(ctx, req)
+		}
 	case "get":
 		res, err = c.Session(ctx, args[0])
 	case "diff":

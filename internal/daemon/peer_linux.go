@@ -11,6 +11,7 @@ import (
 	"runtime"
 	"slices"
 	"strconv"
+	"strings"
 	"unsafe"
 
 	"github.com/containerd/errdefs"
@@ -265,4 +266,147 @@ func readFileAsPeer(p Peer, what, path string, max int64) ([]byte, error) {
 		return nil, accessError(what, path, p, err)
 	}
 	return data, nil
+}
+
+// checkCopiedAsPeer checks, as the peer (see asPeer), that it may read
+// everything a new session copies out of the repository at root (the
+// directory openDirAsPeer resolved): the page file when page is set,
+// else every directory (read and search) and regular file (read) of the
+// write directory dir, both repo-relative. The session copies them as
+// root into its write area, owned by the container's uid: unchecked, a
+// caller would read, through its own session's tools, files of another
+// user's openwiki/ that the kernel refuses it (mode 0600, a 0700
+// directory). Links are never followed (the copy takes none either); a
+// part that does not exist has nothing to copy. Root's own calls are not
+// checked.
+func checkCopiedAsPeer(p Peer, root, dir, page string) error {
+	if p.UID == 0 || (dir == "" && page == "") {
+		return nil
+	}
+	var bad string
+	err := asPeer(p, func() error {
+		rfd, err := unix.Open(root, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return err
+		}
+		defer unix.Close(rfd)
+		target := dir
+		if page != "" {
+			target = filepath.Dir(page)
+		}
+		fd, rel, err := openComponentsAsPeer(rfd, target)
+		bad = rel
+		if err != nil || fd < 0 {
+			return err
+		}
+		defer unix.Close(fd)
+		if page != "" {
+			bad = page
+			err := faccessAt(fd, filepath.Base(page), accessRead)
+			if errors.Is(err, unix.ENOENT) {
+				return nil
+			}
+			return err
+		}
+		return walkAsPeer(fd, dir, &bad)
+	})
+	if err != nil {
+		return accessError("repository path", bad, p, err)
+	}
+	return nil
+}
+
+// openComponentsAsPeer opens rel below dirfd one component at a time,
+// never following a link, each directory searched with the thread's
+// credentials. fd is -1 when a component does not exist; rel is how far
+// the walk got.
+func openComponentsAsPeer(dirfd int, rel string) (fd int, at string, err error) {
+	fd, err = unix.Openat(dirfd, ".", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, ".", err
+	}
+	at = "."
+	if rel == "." || rel == "" {
+		return fd, at, nil
+	}
+	for _, name := range strings.Split(rel, "/") {
+		at = filepath.Join(at, name)
+		next, err := unix.Openat(fd, name, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		unix.Close(fd)
+		if errors.Is(err, unix.ENOENT) {
+			return -1, at, nil
+		}
+		if err != nil {
+			return -1, at, err
+		}
+		fd = next
+		if err := faccess(fd, "", accessDir); err != nil {
+			unix.Close(fd)
+			return -1, at, err
+		}
+	}
+	return fd, at, nil
+}
+
+// walkAsPeer checks the directory fd (repo-relative rel) and everything
+// below it: directories readable and searchable, regular files readable.
+// *bad is set to the path being checked.
+func walkAsPeer(fd int, rel string, bad *string) error {
+	*bad = rel
+	if err := faccess(fd, "", accessRead|accessDir); err != nil {
+		return err
+	}
+	d, err := unix.Openat(fd, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	f := os.NewFile(uintptr(d), rel)
+	defer f.Close()
+	names, err := f.Readdirnames(-1)
+	if err != nil {
+		return err
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		*bad = rel + "/" + name
+		var st unix.Stat_t
+		if err := unix.Fstatat(fd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+			if errors.Is(err, unix.ENOENT) {
+				continue
+			}
+			return err
+		}
+		switch st.Mode & unix.S_IFMT {
+		case unix.S_IFREG:
+			if err := faccessAt(fd, name, accessRead); err != nil {
+				return err
+			}
+		case unix.S_IFDIR:
+			sub, err := unix.Openat(fd, name, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+			if err != nil {
+				return err
+			}
+			err = walkAsPeer(sub, rel+"/"+name, bad)
+			unix.Close(sub)
+			if err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// faccessAt is faccess of the entry name of dirfd, never following a
+// link.
+func faccessAt(dirfd int, name string, mode uint32) error {
+	p, err := unix.BytePtrFromString(name)
+	if err != nil {
+		return err
+	}
+	_, _, e := unix.Syscall6(unix.SYS_FACCESSAT2, uintptr(dirfd), uintptr(unsafe.Pointer(p)), uintptr(mode),
+		uintptr(unix.AT_EACCESS|unix.AT_SYMLINK_NOFOLLOW), 0, 0)
+	if e != 0 {
+		return e
+	}
+	return nil
 }

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/containerd/errdefs"
+	"github.com/corral-sandbox/corral/allowlist"
 	"github.com/corral-sandbox/corral/audit"
 	apidoc "github.com/corral-sandbox/corral/docs/api"
 	"github.com/corral-sandbox/corral/sandbox/api"
@@ -333,6 +334,16 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	cfg.Repo, cfg.RepoDev, cfg.RepoIno = real, uint64(st.Dev), st.Ino
+	// What the session copies out of the repository (its write
+	// directory, or its page) it copies as root: the caller must be able
+	// to read it all itself. A scope the allowlist refuses is refused by
+	// the backend, with its own message.
+	if scope, err := allowlist.NewScope(allowlist.ScopeConfig{Dir: req.Scope, Page: req.Page, AgentID: req.AgentID, ReadOnly: req.ReadOnly}); err == nil && !req.ReadOnly {
+		if err := checkCopiedAsPeer(p, real, scope.Dir, scope.Page); err != nil {
+			s.fail(w, r, err)
+			return
+		}
+	}
 	sess, err := s.b.Create(r.Context(), cfg)
 	if err != nil {
 		s.fail(w, r, err)

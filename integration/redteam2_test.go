@@ -1,0 +1,89 @@
+package integration
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"testing"
+
+	"github.com/corral-sandbox/corral/sandbox/api"
+	"github.com/stretchr/testify/require"
+)
+
+// nobodyIDs returns nobody's uid and gid.
+func nobodyIDs(t *testing.T) (uid, gid int) {
+	t.Helper()
+	nobody, err := user.Lookup("nobody")
+	require.NoError(t, err)
+	uid, _ = strconv.Atoi(nobody.Uid)
+	gid, _ = strconv.Atoi(nobody.Gid)
+	return uid, gid
+}
+
+// TestDaemonCopiesOnlyWhatTheCallerCanRead: a session copies its write
+// directory (or its page) out of the repository as root, owned by the
+// container's uid. Another uid naming a repository it may read, whose
+// openwiki/ holds a file it may not (0600, or below a 0700 directory),
+// is refused at creation, naming the path — it never reads the file
+// through its session's tools — and nothing is left behind. Once the
+// files are readable to it, the same request makes a session.
+func TestDaemonCopiesOnlyWhatTheCallerCanRead(t *testing.T) {
+	state, sock := daemonDirs(t)
+	d := startDaemon(t, state, sock)
+	c := d.client()
+	uid, gid := nobodyIDs(t)
+	bin := daemonClientPath(t)
+	repo := openRepo(t, map[string]string{
+		"README.md": "readme\n", "openwiki/index.md": "# i\n",
+		"openwiki/secret.md": "root only\n", "openwiki/private/notes.md": "below a 0700 directory\n",
+	})
+	require.NoError(t, os.Chmod(filepath.Join(repo, "openwiki/secret.md"), 0o600))
+	require.NoError(t, os.Chmod(filepath.Join(repo, "openwiki/private"), 0o700))
+
+	for _, tc := range []struct {
+		req  api.CreateSession
+		path string
+	}{
+		{api.CreateSession{Repo: repo}, "openwiki/private"}, // sorted: private before secret.md
+		{api.CreateSession{Repo: repo, Scope: "openwiki/private"}, "openwiki/private"},
+		{api.CreateSession{Repo: repo, Page: "openwiki/secret.md"}, "openwiki/secret.md"},
+		{api.CreateSession{Repo: repo, Page: "openwiki/private/notes.md"}, "openwiki/private"},
+	} {
+		req, err := json.Marshal(tc.req)
+		require.NoError(t, err)
+		o := asUID(t, bin, uid, gid, sock, "create-json", string(req))
+		if o.Kind == "" {
+			var s api.Session
+			require.NoError(t, json.Unmarshal(o.Result, &s))
+			leak := asUID(t, bin, uid, gid, sock, "read", s.ID, tc.path)
+			t.Errorf("%s: uid %d made a session; reading %s through it: %s%s", req, uid, tc.path, leak.Result, leak.Message)
+			asUID(t, bin, uid, gid, sock, "remove", s.ID)
+			continue
+		}
+		require.Equal(t, api.KindRefused, o.Kind, "%s: %s", req, o.Message)
+		require.Equal(t, 403, o.Status)
+		require.Equal(t, fmt.Sprintf("repository path %q: permission denied: uid %d (the caller) may not access it", tc.path, uid), o.Message)
+	}
+	list, err := c.Sessions(context.Background())
+	require.NoError(t, err)
+	require.Empty(t, list, "a refused creation leaves no session")
+	entries, err := os.ReadDir(filepath.Join(state, "sessions"))
+	if err == nil {
+		require.Empty(t, entries, "a refused creation leaves no session directory")
+	}
+
+	require.NoError(t, os.Chmod(filepath.Join(repo, "openwiki/secret.md"), 0o644))
+	require.NoError(t, os.Chmod(filepath.Join(repo, "openwiki/private"), 0o755))
+	o := asUID(t, bin, uid, gid, sock, "create", repo)
+	require.Empty(t, o.Kind, o.Message)
+	var s api.Session
+	require.NoError(t, json.Unmarshal(o.Result, &s))
+	o = asUID(t, bin, uid, gid, sock, "remove", s.ID)
+	require.Empty(t, o.Kind, o.Message)
+	d.stop(true)
+	requireDaemonLeftNothing(t, state)
+}
