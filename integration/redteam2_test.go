@@ -87,3 +87,59 @@ func TestDaemonCopiesOnlyWhatTheCallerCanRead(t *testing.T) {
 	d.stop(true)
 	requireDaemonLeftNothing(t, state)
 }
+
+// TestDaemonApplyNeverReplacesWhatTheCallerCouldNot: an apply writes as
+// root. In a sticky directory (mode 1777, as /tmp) the caller may create
+// files but not replace or remove another user's (the kernel's
+// restricted deletion, unlink(2)); the daemon must not do it for it.
+// Nobody's modification and deletion of root's files there are refused
+// (403, nothing written); its new file is applied.
+func TestDaemonApplyNeverReplacesWhatTheCallerCouldNot(t *testing.T) {
+	state, sock := daemonDirs(t)
+	d := startDaemon(t, state, sock)
+	uid, gid := nobodyIDs(t)
+	bin := daemonClientPath(t)
+	repo := openRepo(t, map[string]string{"README.md": "readme\n", "openwiki/victim.md": "root's page\n", "openwiki/gone.md": "root's other page\n"})
+	require.NoError(t, os.Chmod(filepath.Join(repo, "openwiki"), os.ModeSticky|0o777))
+
+	o := asUID(t, bin, uid, gid, sock, "create", repo)
+	require.Empty(t, o.Kind, o.Message)
+	var s api.Session
+	require.NoError(t, json.Unmarshal(o.Result, &s))
+	o = asUID(t, bin, uid, gid, sock, "write", s.ID, "openwiki/victim.md", "nobody was here\n")
+	require.Empty(t, o.Kind, o.Message)
+	o = asUID(t, bin, uid, gid, sock, "exec", s.ID, "rm", "openwiki/gone.md")
+	require.Empty(t, o.Kind, o.Message)
+	o = asUID(t, bin, uid, gid, sock, "write", s.ID, "openwiki/mine.md", "nobody's own\n")
+	require.Empty(t, o.Kind, o.Message)
+	o = asUID(t, bin, uid, gid, sock, "review", s.ID)
+	require.Empty(t, o.Kind, o.Message)
+	var rep api.Report
+	require.NoError(t, json.Unmarshal(o.Result, &rep))
+	tokens := map[string]string{}
+	for _, it := range rep.Items {
+		tokens[it.Path] = it.Token
+	}
+	require.Len(t, tokens, 3, "%s", o.Result)
+	for _, p := range []string{"openwiki/victim.md", "openwiki/gone.md"} {
+		o = asUID(t, bin, uid, gid, sock, "apply", s.ID, tokens[p])
+		require.Equal(t, api.KindRefused, o.Kind, "%s: %s", p, o.Message)
+		require.Equal(t, 403, o.Status)
+		require.Equal(t, fmt.Sprintf("repository file %q: permission denied: uid %d (the caller) may not replace or remove it (sticky directory, another user's file)", p, uid), o.Message)
+	}
+	got, err := os.ReadFile(filepath.Join(repo, "openwiki/victim.md"))
+	require.NoError(t, err)
+	require.Equal(t, "root's page\n", string(got))
+	got, err = os.ReadFile(filepath.Join(repo, "openwiki/gone.md"))
+	require.NoError(t, err)
+	require.Equal(t, "root's other page\n", string(got))
+	o = asUID(t, bin, uid, gid, sock, "apply", s.ID, tokens["openwiki/mine.md"])
+	require.Empty(t, o.Kind, o.Message)
+	got, err = os.ReadFile(filepath.Join(repo, "openwiki/mine.md"))
+	require.NoError(t, err)
+	require.Equal(t, "nobody's own\n", string(got))
+	o = asUID(t, bin, uid, gid, sock, "remove", s.ID)
+	require.Empty(t, o.Kind, o.Message)
+	d.stop(true)
+	requireDaemonLeftNothing(t, state)
+}

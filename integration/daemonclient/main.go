@@ -11,6 +11,7 @@
 //	daemonclient SOCKET read ID PATH
 //	daemonclient SOCKET write ID PATH CONTENT
 //	daemonclient SOCKET apply ID TOKEN
+//	daemonclient SOCKET review ID
 package main
 
 import (
@@ -68,6 +69,8 @@ func main() {
 		res, err = c.Write(ctx, args[0], api.Write{Path: args[1], Content: args[2]})
 	case "apply":
 		res, err = c.Apply(ctx, args[0], api.Apply{Approve: []string{args[1]}})
+	case "review":
+		res, err = c.Apply(ctx, args[0], api.Apply{})
 	default:
 		fmt.Fprintln(os.Stderr, "unknown op", op)
 		os.Exit(2)

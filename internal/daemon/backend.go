@@ -391,7 +391,7 @@ func (b *sandboxBackend) Patch(ctx context.Context, id string) ([]byte, error) {
 
 // Apply is `corral session apply` without a terminal: a review (no
 // tokens), or the approved changes written (or checked, with DryRun).
-func (b *sandboxBackend) Apply(ctx context.Context, id string, r api.Apply, canWrite func(repo, dir string) error) (*api.Report, error) {
+func (b *sandboxBackend) Apply(ctx context.Context, id string, r api.Apply, canWrite func(repo, dir, file string) error) (*api.Report, error) {
 	s, err := b.session(ctx, id)
 	if err != nil {
 		return nil, err
@@ -432,7 +432,7 @@ func (b *sandboxBackend) Apply(ctx context.Context, id string, r api.Apply, canW
 	if !r.DryRun {
 		for _, a := range approvals {
 			dir := deepestDir(s.Repo, path.Dir(a.Path))
-			if err := canWrite(s.Repo, dir); err != nil {
+			if err := canWrite(s.Repo, dir, a.Path); err != nil {
 				return nil, err
 			}
 		}

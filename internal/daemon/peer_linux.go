@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"path"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -15,6 +16,7 @@ import (
 	"unsafe"
 
 	"github.com/containerd/errdefs"
+	"github.com/corral-sandbox/corral/internal/rootfs"
 	"golang.org/x/sys/unix"
 )
 
@@ -409,4 +411,44 @@ func faccessAt(dirfd int, name string, mode uint32) error {
 		return e
 	}
 	return nil
+}
+
+// checkStickyAsPeer applies the kernel's restricted deletion rule to the
+// repository file unsafeRel (repo-relative) that an apply, written as
+// root, would replace or remove: in a directory with the sticky bit (as
+// /tmp), only the file's owner, the directory's owner or a process with
+// CAP_FOWNER may rename over or unlink it (unlink(2), rename(2): EPERM).
+// A file that does not exist yet, or a directory without the sticky bit,
+// passes; neither is resolved through a symbolic link.
+func checkStickyAsPeer(p Peer, repo, unsafeRel string) error {
+	if p.UID == 0 || unsafeRel == "" {
+		return nil
+	}
+	root, err := rootfs.OpenRoot(repo)
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	dst, err := root.Lstat(path.Dir(unsafeRel), rootfs.NoSymlinks)
+	if errors.Is(err, unix.ENOENT) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("repository directory %q: %w", path.Dir(unsafeRel), err)
+	}
+	if dst.Mode&unix.S_ISVTX == 0 {
+		return nil
+	}
+	fst, err := root.Lstat(unsafeRel, rootfs.NoSymlinks)
+	if errors.Is(err, unix.ENOENT) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("repository file %q: %w", unsafeRel, err)
+	}
+	if int(fst.Uid) == p.UID || int(dst.Uid) == p.UID {
+		return nil
+	}
+	return fmt.Errorf("repository file %q: %w: uid %d (the caller) may not replace or remove it (sticky directory, another user's file)",
+		unsafeRel, errdefs.ErrPermissionDenied, p.UID)
 }

@@ -748,9 +748,13 @@ func (s *Server) apply(w http.ResponseWriter, r *http.Request) {
 	}
 	p, _ := peerOf(r.Context())
 	// The daemon writes as root: each directory written into must be one
-	// the caller could write itself.
-	canWrite := func(repo, dir string) error {
-		return checkAsPeer(p, "repository directory", joinRepo(repo, dir), accessWrite|accessDir)
+	// the caller could write itself, and each file replaced or removed
+	// one it could replace or remove.
+	canWrite := func(repo, dir, file string) error {
+		if err := checkAsPeer(p, "repository directory", joinRepo(repo, dir), accessWrite|accessDir); err != nil {
+			return err
+		}
+		return checkStickyAsPeer(p, repo, file)
 	}
 	rep, err := s.b.Apply(r.Context(), id, req, canWrite)
 	if err != nil {
