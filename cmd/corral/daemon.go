@@ -44,6 +44,8 @@ docs/daemon.md.`,
 				return usageError(fmt.Errorf("--queue-wait %s: want 0 or more", cfg.QueueWait))
 			case maxWarm < 0:
 				return usageError(fmt.Errorf("--max-warm %d: want 0 or more", maxWarm))
+			case cfg.MaxSessionsPerUID < 0:
+				return usageError(fmt.Errorf("--max-sessions-per-uid %d: want 0 (no cap) or more", cfg.MaxSessionsPerUID))
 			case cfg.IdleTTL <= 0:
 				return usageError(fmt.Errorf("--idle-ttl %s: want a duration above 0", cfg.IdleTTL))
 			}
@@ -74,6 +76,7 @@ docs/daemon.md.`,
 	f.IntVar(&cfg.MaxRunning, "max-running", max(4, 2*runtime.NumCPU()), "calls running a container at once, host-wide")
 	f.DurationVar(&cfg.QueueWait, "queue-wait", 30*time.Second, "how long a call over --max-running waits for a slot before 429 busy")
 	f.IntVar(&maxWarm, "max-warm", sandbox.DefaultMaxWarm, "containers created ahead of calls, host-wide; each session keeps its profile's pool_depth (default 2) under it; 0 creates each on its call")
+	f.IntVar(&cfg.MaxSessionsPerUID, "max-sessions-per-uid", daemon.DefaultMaxSessionsPerUID, "sessions one uid other than root may hold at once; 0 for no cap")
 	f.DurationVar(&cfg.Grace, "grace", 30*time.Second, "on SIGTERM, how long calls in flight may finish before they are canceled")
 	f.DurationVar(&cfg.IdleTTL, "idle-ttl", 24*time.Hour, "default idle time after which a session is pruned (its change set kept as a patch)")
 	return cmd

@@ -13,6 +13,7 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/containerd/errdefs"
@@ -33,6 +34,9 @@ const (
 	maxIdleTTL = 30 * 24 * time.Hour
 	// maxProfile bounds a profile file.
 	maxProfile = 1 << 20
+	// DefaultMaxSessionsPerUID is the daemon's default
+	// --max-sessions-per-uid.
+	DefaultMaxSessionsPerUID = 32
 )
 
 // Options are the server's trusted configuration (the daemon's flags).
@@ -49,6 +53,10 @@ type Options struct {
 	// DefaultIdleTTL is a new session's idle TTL when its request names
 	// none.
 	DefaultIdleTTL time.Duration
+	// MaxSessionsPerUID caps the sessions one uid other than root may
+	// hold at once (each holds host mounts, a write area and containers
+	// created ahead); 0 for no cap.
+	MaxSessionsPerUID int
 	// StateDir holds the daemon's owner records (STATE_DIR/daemon).
 	StateDir string
 	// Log receives one line per failed request and the daemon's notes.
@@ -65,6 +73,9 @@ type Server struct {
 	lim    *limiter
 	mux    *http.ServeMux
 	now    func() time.Time
+
+	mu       sync.Mutex
+	creating map[int]int // sessions being created, per uid
 }
 
 // NewServer returns the API server of b. It reads the owner records of
@@ -83,7 +94,8 @@ func NewServer(b Backend, opt Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{opt: opt, b: b, owners: o, lim: newLimiter(opt.MaxRunning, opt.QueueWait), mux: http.NewServeMux(), now: time.Now}
+	s := &Server{opt: opt, b: b, owners: o, lim: newLimiter(opt.MaxRunning, opt.QueueWait), mux: http.NewServeMux(), now: time.Now,
+		creating: map[int]int{}}
 	for _, r := range s.routes() {
 		s.mux.HandleFunc(r.pattern, r.handler)
 	}
@@ -313,6 +325,12 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 		}
 		ttl = d
 	}
+	release, err := s.reserveSession(p)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	defer release()
 	cfg := CreateConfig{CreateSession: req}
 	// A profile file is read as the caller, once: the daemon reads only
 	// what the caller could read itself.
@@ -357,6 +375,43 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusCreated, s.annotate(sess))
+}
+
+// ErrTooManySessions is a creation over the daemon's
+// --max-sessions-per-uid. It wraps errdefs.ErrResourceExhausted (422
+// limit).
+type ErrTooManySessions struct {
+	UID, Max int
+}
+
+func (e *ErrTooManySessions) Error() string {
+	return fmt.Sprintf("sessions of uid %d: %d already, the daemon's --max-sessions-per-uid; remove one first", e.UID, e.Max)
+}
+
+// Unwrap returns errdefs.ErrResourceExhausted.
+func (e *ErrTooManySessions) Unwrap() error { return errdefs.ErrResourceExhausted }
+
+// reserveSession counts a creation for p's uid against
+// MaxSessionsPerUID — its recorded sessions and those being created, so
+// that parallel requests cannot overshoot — before anything is read or
+// made; release ends the reservation (the owner record then counts).
+func (s *Server) reserveSession(p Peer) (release func(), err error) {
+	if p.UID == 0 || s.opt.MaxSessionsPerUID <= 0 {
+		return func() {}, nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.owners.count(p.UID)+s.creating[p.UID] >= s.opt.MaxSessionsPerUID {
+		return nil, &ErrTooManySessions{UID: p.UID, Max: s.opt.MaxSessionsPerUID}
+	}
+	s.creating[p.UID]++
+	return func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if s.creating[p.UID]--; s.creating[p.UID] == 0 {
+			delete(s.creating, p.UID)
+		}
+	}, nil
 }
 
 // annotate adds the daemon's own fields to a backend session.
