@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/corral-sandbox/corral/sandbox/api"
 	"github.com/stretchr/testify/require"
@@ -140,6 +141,44 @@ func TestDaemonApplyNeverReplacesWhatTheCallerCouldNot(t *testing.T) {
 	require.Equal(t, "nobody's own\n", string(got))
 	o = asUID(t, bin, uid, gid, sock, "remove", s.ID)
 	require.Empty(t, o.Kind, o.Message)
+	d.stop(true)
+	requireDaemonLeftNothing(t, state)
+}
+
+// TestDaemonRemoveCancelsCallsInFlight: a session removed (by another
+// client) while one of its calls runs cancels that call — its container
+// killed and reaped — instead of waiting out the call's timeout; the
+// call answers 404 as for a session that does not exist, the removal
+// keeps the change set written before it, and nothing is left.
+func TestDaemonRemoveCancelsCallsInFlight(t *testing.T) {
+	state, sock := daemonDirs(t)
+	d := startDaemon(t, state, sock)
+	c, c2 := d.client(), d.client()
+	ctx := context.Background()
+	repo := newRepo(t, map[string]string{"README.md": "# r\n", "slow.txt": slowLine(), "openwiki/index.md": "# i\n"})
+	s, err := c.CreateSession(ctx, api.CreateSession{Repo: repo})
+	require.NoError(t, err)
+	_, err = c.Write(ctx, s.ID, api.Write{Path: "openwiki/a.md", Content: "kept\n"})
+	require.NoError(t, err)
+	done := make(chan error, 1)
+	go func() { _, err := c.Exec(ctx, s.ID, slowArgv, nil, nil); done <- err }()
+	require.Eventually(t, func() bool { return len(runningContainers(t, state)) == 1 }, 60*time.Second, 100*time.Millisecond)
+	start := time.Now()
+	rm, err := c2.RemoveSession(ctx, s.ID)
+	require.NoError(t, err)
+	require.Less(t, time.Since(start), 20*time.Second, "the removal does not wait out the call")
+	require.Equal(t, 1, rm.Changes)
+	select {
+	case err := <-done:
+		requireAPIKind(t, err, api.KindNotFound)
+		require.Equal(t, "session "+s.ID+": not found", err.Error())
+	case <-time.After(20 * time.Second):
+		t.Fatal("the call outlived its session's removal")
+	}
+	require.Empty(t, daemonContainers(t, state), "the call's container is reaped")
+	list, err := c.Sessions(ctx)
+	require.NoError(t, err)
+	require.Empty(t, list)
 	d.stop(true)
 	requireDaemonLeftNothing(t, state)
 }
