@@ -12,7 +12,9 @@ import (
 	"time"
 
 	"github.com/corral-sandbox/corral/sandbox/api"
+	"github.com/moby/sys/mountinfo"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
 )
 
 // nobodyIDs returns nobody's uid and gid.
@@ -179,6 +181,64 @@ func TestDaemonRemoveCancelsCallsInFlight(t *testing.T) {
 	list, err := c.Sessions(ctx)
 	require.NoError(t, err)
 	require.Empty(t, list)
+	d.stop(true)
+	requireDaemonLeftNothing(t, state)
+}
+
+// TestDaemonRemountsOnlyTheSameRepository: a session whose mounts are
+// gone (a reboot) is mounted again from its record's repository path at
+// the next start. Its owner (another uid) controls that path: replaced
+// by a symbolic link to a directory only root may read, the session must
+// refuse (409, naming why) instead of mounting root's directory as the
+// owner's repository; nothing of it is read, nothing left mounted.
+func TestDaemonRemountsOnlyTheSameRepository(t *testing.T) {
+	state, sock := daemonDirs(t)
+	d := startDaemon(t, state, sock)
+	uid, gid := nobodyIDs(t)
+	bin := daemonClientPath(t)
+	parent := openRepo(t, nil)
+	require.NoError(t, os.Chown(parent, uid, gid))
+	repo := filepath.Join(parent, "proj")
+	require.NoError(t, os.Mkdir(repo, 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(repo, "README.md"), []byte("nobody's\n"), 0o644))
+	require.NoError(t, os.Chown(repo, uid, gid))
+	// An open directory below one only root may search: out of nobody's
+	// reach by any path.
+	rootOnly := newRepo(t, map[string]string{"inner/README.md": "root's secret\n"})
+	require.NoError(t, os.Chmod(rootOnly, 0o700))
+	require.NoError(t, os.Chmod(filepath.Join(rootOnly, "inner"), 0o755))
+	require.NoError(t, os.Chmod(filepath.Join(rootOnly, "inner/README.md"), 0o644))
+
+	o := asUID(t, bin, uid, gid, sock, "create-json", `{"repo":"`+repo+`","read_only":true}`)
+	require.Empty(t, o.Kind, o.Message)
+	var s api.Session
+	require.NoError(t, json.Unmarshal(o.Result, &s))
+	o = asUID(t, bin, uid, gid, sock, "exec", s.ID, "cat", "README.md")
+	require.Empty(t, o.Kind, o.Message)
+	d.stop(true)
+
+	// A reboot: the session's host mounts are gone.
+	ms, err := mountinfo.GetMounts(mountinfo.PrefixFilter(state))
+	require.NoError(t, err)
+	for i := len(ms) - 1; i >= 0; i-- {
+		require.NoError(t, unix.Unmount(ms[i].Mountpoint, unix.MNT_DETACH))
+	}
+	// Nobody may do this: the parent is its own.
+	require.NoError(t, os.RemoveAll(repo))
+	require.NoError(t, os.Symlink(filepath.Join(rootOnly, "inner"), repo))
+
+	d = startDaemon(t, state, sock)
+	o = asUID(t, bin, uid, gid, sock, "exec", s.ID, "cat", "README.md")
+	if o.Kind == "" {
+		var er api.ExecResult
+		require.NoError(t, json.Unmarshal(o.Result, &er))
+		t.Fatalf("uid %d's session mounted the directory its path now links to: exit %d, stdout %q, stderr %q", uid, er.ExitCode, er.Stdout, er.Stderr)
+	}
+	require.Equal(t, api.KindConflict, o.Kind, o.Message)
+	require.Equal(t, 409, o.Status)
+	require.Equal(t, fmt.Sprintf("session %[1]s: repository %[2]s: failed precondition: it is not the directory the session was made on (replaced, or a symbolic link now); remove it with `corral session rm %[1]s`", s.ID, repo), o.Message)
+	o = asUID(t, bin, uid, gid, sock, "remove", s.ID)
+	require.Empty(t, o.Kind, o.Message)
 	d.stop(true)
 	requireDaemonLeftNothing(t, state)
 }
