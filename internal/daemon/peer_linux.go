@@ -133,6 +133,9 @@ func openDirAsPeer(p Peer, unsafePath string) (real string, st unix.Stat_t, err 
 	if !filepath.IsAbs(unsafePath) {
 		return "", st, fmt.Errorf("repository %q: %w: want an absolute path", unsafePath, errdefs.ErrInvalidArgument)
 	}
+	if err := noNUL("repository", unsafePath); err != nil {
+		return "", st, err
+	}
 	err = asPeer(p, func() error {
 		fd, err := unix.Open(unsafePath, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 		if err != nil {
@@ -160,6 +163,15 @@ func openDirAsPeer(p Peer, unsafePath string) (real string, st unix.Stat_t, err 
 func checkAsPeer(p Peer, what, path string, mode uint32) error {
 	if err := asPeer(p, func() error { return faccess(unix.AT_FDCWD, path, mode) }); err != nil {
 		return accessError(what, path, p, err)
+	}
+	return nil
+}
+
+// noNUL refuses a host path with a NUL byte, which no system call can
+// take (they answer EINVAL, which would read as corral's own failure).
+func noNUL(what, path string) error {
+	if strings.IndexByte(path, 0) >= 0 {
+		return fmt.Errorf("%s %q: %w: contains a NUL byte", what, path, errdefs.ErrInvalidArgument)
 	}
 	return nil
 }
@@ -237,6 +249,9 @@ func asPeer(p Peer, f func() error) error {
 // the caller could read itself, and reads it once, so no later swap of
 // the path can change what was checked.
 func readFileAsPeer(p Peer, what, path string, max int64) ([]byte, error) {
+	if err := noNUL(what, path); err != nil {
+		return nil, err
+	}
 	var data []byte
 	err := asPeer(p, func() error {
 		f, err := os.OpenFile(path, os.O_RDONLY|unix.O_CLOEXEC|unix.O_NOCTTY|unix.O_NONBLOCK, 0)

@@ -595,6 +595,10 @@ func TestRequestsAreStrict(t *testing.T) {
 		{"GET", "/v1/nothing", "", "", 404, "not_found"},
 		{"PUT", "/v1/version", "", "", 405, "method_not_allowed"},
 		{"GET", "/v1/sessions/../../etc", "", "", 404, "not_found"},
+		// A NUL byte in a host path is the caller's mistake, not corral's
+		// failure.
+		{"POST", "/v1/sessions", "application/json", `{"repo":"/tmp\u0000/x"}`, 400, "invalid"},
+		{"POST", "/v1/sessions", "application/json", `{"repo":"/tmp","profile":"/tmp/p\u0000.yaml"}`, 400, "invalid"},
 	} {
 		status, body := e.raw(tc.method, tc.path, tc.ct, tc.body)
 		require.Equal(t, tc.status, status, "%s %s: %s", tc.method, tc.path, clipS(body))
