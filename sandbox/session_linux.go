@@ -196,7 +196,7 @@ func (e *Executor) OpenSession(ctx context.Context, id string, opts ...OpenOptio
 	if err != nil {
 		return nil, err
 	}
-	st, err := openStore(dir)
+	st, err := openStore(dir, !o.notAUse)
 	if err != nil {
 		return nil, err
 	}
@@ -549,6 +549,12 @@ func collect(p *Policy, l *mounts.Layout) (*changeset.Set, error) {
 	}
 	return cs, nil
 }
+
+// Touch records a use of the session now: its idle TTL (the record's
+// IdleTTL) counts from its latest use, which Exec and opening record
+// themselves. A long-lived owner calls it for the other calls it serves
+// (the file tools, diff, apply).
+func (s *Session) Touch() { s.store.touch() }
 
 // Record returns the session's record.
 func (s *Session) Record() *SessionRecord {

@@ -248,8 +248,9 @@ func flock(f *os.File, how int) error {
 }
 
 // openStore opens the session directory dir: its record is read and its
-// inuse lock held shared. An unknown session wraps errdefs.ErrNotFound.
-func openStore(dir string) (*store, error) {
+// inuse lock held shared; use records the opening as a use (touch). An
+// unknown session wraps errdefs.ErrNotFound.
+func openStore(dir string, use bool) (*store, error) {
 	rec, err := readRecord(dir)
 	if err != nil {
 		return nil, err
@@ -266,7 +267,9 @@ func openStore(dir string) (*store, error) {
 		return nil, fmt.Errorf("session %s: %w", filepath.Base(dir), errdefs.ErrNotFound)
 	}
 	st := &store{dir: dir, record: rec, inuse: f}
-	st.touch()
+	if use {
+		st.touch()
+	}
 	return st, nil
 }
 

@@ -78,6 +78,6 @@ docs/daemon.md.`,
 	f.IntVar(&maxWarm, "max-warm", sandbox.DefaultMaxWarm, "containers created ahead of calls, host-wide; each session keeps its profile's pool_depth (default 2) under it; 0 creates each on its call")
 	f.IntVar(&cfg.MaxSessionsPerUID, "max-sessions-per-uid", daemon.DefaultMaxSessionsPerUID, "sessions one uid other than root may hold at once; 0 for no cap")
 	f.DurationVar(&cfg.Grace, "grace", 30*time.Second, "on SIGTERM, how long calls in flight may finish before they are canceled")
-	f.DurationVar(&cfg.IdleTTL, "idle-ttl", 24*time.Hour, "default idle time after which a session is pruned (its change set kept as a patch)")
+	f.DurationVar(&cfg.IdleTTL, "idle-ttl", 24*time.Hour, "idle TTL of a session whose request names none: the profile's idle_ttl, shortened to this (docs/daemon.md, Idle sessions)")
 	return cmd
 }

@@ -260,12 +260,10 @@ until it is fixed.`,
 				return err
 			}
 			if c != nil {
+				// One exchange with the daemon: no profile (see
+				// caller.profile), no containerd, no repository.
 				defer c.Close()
-				prof, err := remoteProfile(ctx, c, args[0])
-				if err != nil {
-					return &exitError{code: exitFailed, err: err}
-				}
-				return execAndReport(cmd, &remoteSession{c: c, id: args[0]}, prof, args[1:], o, args[0])
+				return execAndReport(cmd, &remoteSession{c: c, id: args[0]}, args[1:], o, args[0])
 			}
 			log := cmd.ErrOrStderr()
 			if o.quiet {
@@ -281,7 +279,7 @@ until it is fixed.`,
 				return &exitError{code: exitFailed, err: err}
 			}
 			defer sess.Close()
-			return execAndReport(cmd, localSession{sess}, sess.Profile, args[1:], o, sess.ID)
+			return execAndReport(cmd, localSession{sess}, args[1:], o, sess.ID)
 		},
 	}
 	cmd.Flags().BoolVar(&o.json, "json", false, "print a JSON result object")

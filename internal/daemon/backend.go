@@ -20,6 +20,7 @@ import (
 	"github.com/corral-sandbox/corral/sandbox/fsop"
 	"go.yaml.in/yaml/v3"
 	"golang.org/x/sys/unix"
+	"time"
 )
 
 // This file is the daemon's one adapter to package sandbox and package
@@ -101,6 +102,7 @@ func (b *sandboxBackend) session(ctx context.Context, id string) (*sandbox.Sessi
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if s, ok := b.open[id]; ok {
+		s.Touch()
 		return s, nil
 	}
 	s, err := b.exec.OpenSession(ctx, id)
@@ -110,6 +112,23 @@ func (b *sandboxBackend) session(ctx context.Context, id string) (*sandbox.Sessi
 	b.open[id] = s
 	b.warm(s)
 	return s, nil
+}
+
+// adopt opens the session id as session does, without counting it as a
+// use (sandbox.NotAUse).
+func (b *sandboxBackend) adopt(ctx context.Context, id string) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if _, ok := b.open[id]; ok {
+		return nil
+	}
+	s, err := b.exec.OpenSession(ctx, id, sandbox.NotAUse())
+	if err != nil {
+		return err
+	}
+	b.open[id] = s
+	b.warm(s)
+	return nil
 }
 
 // warm starts filling s's pool of containers created ahead (its
@@ -142,17 +161,25 @@ func (b *sandboxBackend) Sessions(ctx context.Context) ([]api.Session, error) {
 	}
 	out := make([]api.Session, 0, len(list))
 	for _, info := range list {
-		out = append(out, sessionOf(info.SessionRecord, info.Mounted, info.Err))
+		out = append(out, sessionOf(info.SessionRecord, info.LastUsed, info.Mounted, info.Err))
 	}
 	return out, nil
 }
 
-func sessionOf(rec sandbox.SessionRecord, mounted bool, errText string) api.Session {
-	return api.Session{
+// sessionOf is a session's record in the API's form; its idle TTL is
+// the record's, its latest use lastUsed.
+func sessionOf(rec sandbox.SessionRecord, lastUsed time.Time, mounted bool, errText string) api.Session {
+	out := api.Session{
 		ID: rec.ID, Repo: rec.Repo, Profile: rec.Profile, ProfileName: rec.ProfileName, Scope: rec.Scope,
 		WriteDir: rec.WriteDir, Page: rec.Page, AgentID: rec.AgentID, ReadOnly: rec.ReadOnly, Created: rec.Created, Mounted: mounted,
-		Version: rec.Version, Error: errText,
+		Version: rec.Version, Error: errText, LastUsed: lastUsed,
 	}
+	if d, err := time.ParseDuration(rec.IdleTTL); err == nil && d > 0 {
+		out.IdleTTLNS = int64(d)
+	} else {
+		out.IdleTTLNS = int64(profiles.DefaultIdleTTL) // a record older than idle_ttl
+	}
+	return out
 }
 
 func (b *sandboxBackend) Create(ctx context.Context, c CreateConfig) (_ api.Session, retErr error) {
@@ -172,7 +199,11 @@ func (b *sandboxBackend) Create(ctx context.Context, c CreateConfig) (_ api.Sess
 	if c.Page != "" && c.ReadOnly {
 		return api.Session{}, fmt.Errorf("page and read_only exclude each other: %w", errdefs.ErrInvalidArgument)
 	}
-	cfg := sandbox.SessionConfig{Repo: c.Repo, Profile: prof, Page: c.Page, WriteDir: c.Scope, AgentID: c.AgentID, ReadOnly: c.ReadOnly}
+	cfg := sandbox.SessionConfig{Repo: c.Repo, Profile: prof, Page: c.Page, WriteDir: c.Scope, AgentID: c.AgentID, ReadOnly: c.ReadOnly,
+		IdleTTL: c.IdleTTL}
+	if cfg.IdleTTL == 0 && c.DefaultIdleTTL > 0 && c.DefaultIdleTTL < prof.IdleTTL() {
+		cfg.IdleTTL = c.DefaultIdleTTL
+	}
 	s, err := b.exec.CreateSession(ctx, cfg, source)
 	if err != nil {
 		return api.Session{}, err
@@ -198,7 +229,7 @@ func (b *sandboxBackend) Create(ctx context.Context, c CreateConfig) (_ api.Sess
 	b.open[s.ID] = s
 	b.mu.Unlock()
 	b.warm(s)
-	return sessionOf(*s.Record(), true, ""), nil
+	return sessionOf(*s.Record(), time.Now().UTC().Truncate(time.Second), true, ""), nil
 }
 
 func (b *sandboxBackend) Remove(ctx context.Context, id string, discard bool) (api.Removed, error) {
@@ -598,7 +629,7 @@ func (b *sandboxBackend) Adopt(ctx context.Context) error {
 			fmt.Fprintf(b.log, "corral daemon: session %s: %s\n", info.ID, info.Err)
 			continue
 		}
-		if _, err := b.session(ctx, info.ID); err != nil {
+		if err := b.adopt(ctx, info.ID); err != nil {
 			fmt.Fprintf(b.log, "corral daemon: session %s not adopted: %v\n", info.ID, err)
 			continue
 		}

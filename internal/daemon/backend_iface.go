@@ -3,6 +3,7 @@ package daemon
 import (
 	"context"
 	"io"
+	"time"
 
 	"github.com/corral-sandbox/corral/sandbox/api"
 )
@@ -20,8 +21,9 @@ import (
 type Backend interface {
 	// Containerd probes containerd.
 	Containerd(ctx context.Context) api.ContainerdState
-	// Sessions lists the persistent sessions of the state directory
-	// (without Owner, LastUsed or IdleTTLNS, which the daemon adds).
+	// Sessions lists the persistent sessions of the state directory, each
+	// with its idle TTL and latest use from its own record (without
+	// Owner, which the daemon adds).
 	Sessions(ctx context.Context) ([]api.Session, error)
 	// Create makes a persistent session with the capability c.
 	Create(ctx context.Context, c CreateConfig) (api.Session, error)
@@ -65,7 +67,8 @@ type Backend interface {
 	// whose owner died or passed its deadline. It says what it removed.
 	Sweep(ctx context.Context) ([]string, error)
 	// Adopt opens every persistent session of the state directory: host
-	// mounts re-attached, ready to serve.
+	// mounts re-attached, ready to serve. Adopting is not a use: a
+	// session's idle TTL keeps counting from its latest call.
 	Adopt(ctx context.Context) error
 	// Close lets go of every open session without removing any, then of
 	// containerd.
@@ -79,10 +82,17 @@ type Backend interface {
 //
 // ProfileData, when set, is the profile file Profile names, as the peer
 // read it: the backend parses these bytes and never opens the file.
+//
+// IdleTTL is the request's idle TTL (0: it named none; the profile's
+// idle_ttl bounds it); a session whose request named none gets the
+// profile's idle_ttl, shortened to DefaultIdleTTL when that is shorter
+// (the daemon's --idle-ttl).
 type CreateConfig struct {
 	api.CreateSession
 	RepoDev, RepoIno uint64
 	ProfileData      []byte
+	IdleTTL          time.Duration
+	DefaultIdleTTL   time.Duration
 }
 
 // FileFailure is a file tool that ran and failed inside the container;

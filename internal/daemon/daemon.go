@@ -221,11 +221,6 @@ func Run(ctx context.Context, cfg Config, newBackend func(context.Context) (Back
 	if err != nil {
 		return err
 	}
-	defer func() {
-		if err := srv.Flush(); err != nil {
-			retErr = errors.Join(retErr, err)
-		}
-	}()
 	if err := b.Adopt(ctx); err != nil {
 		fmt.Fprintf(cfg.Log, "corral daemon: adopting sessions: %v\n", err)
 	}

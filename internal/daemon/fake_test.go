@@ -48,6 +48,7 @@ func (f *fakeBackend) get(id string) (*fakeSession, error) {
 	if !ok {
 		return nil, fmt.Errorf("session %s: %w", id, errdefs.ErrNotFound)
 	}
+	s.LastUsed = time.Now().UTC() // a call is a use, as the sandbox's touch
 	return s, nil
 }
 
@@ -74,8 +75,18 @@ func (f *fakeBackend) Create(_ context.Context, c CreateConfig) (api.Session, er
 	defer f.mu.Unlock()
 	f.seq++
 	id := fmt.Sprintf("%012x", 0xa00000+f.seq)
+	// The idle TTL as the sandbox records it: the request's, else the
+	// profile's (24h) shortened to the daemon's default.
+	ttl := c.IdleTTL
+	if ttl == 0 {
+		ttl = 24 * time.Hour
+		if c.DefaultIdleTTL > 0 && c.DefaultIdleTTL < ttl {
+			ttl = c.DefaultIdleTTL
+		}
+	}
+	now := time.Now().UTC().Truncate(time.Second)
 	s := &fakeSession{Session: api.Session{ID: id, Repo: c.Repo, Profile: "docs", ProfileName: "docs", Scope: "openwiki/",
-		Created: time.Now().UTC().Truncate(time.Second), Mounted: true, Version: "test"}, files: map[string]string{}}
+		Created: now, LastUsed: now, IdleTTLNS: int64(ttl), Mounted: true, Version: "test"}, files: map[string]string{}}
 	f.sessions[id] = s
 	return s.Session, nil
 }

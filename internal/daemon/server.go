@@ -261,11 +261,10 @@ func errNoSession(id string) error {
 func (s *Server) session(w http.ResponseWriter, r *http.Request) (string, bool) {
 	id := r.PathValue("id")
 	p, _ := peerOf(r.Context())
-	if !idPattern.MatchString(id) || !s.visible(p, s.owners.get(id, s.opt.DefaultIdleTTL).UID) {
+	if !idPattern.MatchString(id) || !s.visible(p, s.owners.get(id).UID) {
 		s.fail(w, r, errNoSession(id))
 		return "", false
 	}
-	s.owners.touch(id, s.now())
 	return id, true
 }
 
@@ -316,7 +315,7 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p, _ := peerOf(r.Context())
-	ttl := s.opt.DefaultIdleTTL
+	var ttl time.Duration // none named: the profile's, at most opt.DefaultIdleTTL
 	if req.IdleTTL != "" {
 		d, err := time.ParseDuration(req.IdleTTL)
 		if err != nil || d <= 0 || d > maxIdleTTL {
@@ -331,7 +330,7 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer release()
-	cfg := CreateConfig{CreateSession: req}
+	cfg := CreateConfig{CreateSession: req, IdleTTL: ttl, DefaultIdleTTL: s.opt.DefaultIdleTTL}
 	// A profile file is read as the caller, once: the daemon reads only
 	// what the caller could read itself.
 	if strings.ContainsRune(req.Profile, '/') || strings.HasSuffix(req.Profile, ".yaml") {
@@ -367,8 +366,7 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	now := s.now()
-	if err := s.owners.add(sess.ID, ownerRecord{UID: p.UID, GID: p.GID, IdleTTL: ttl, LastUsed: now}); err != nil {
+	if err := s.owners.add(sess.ID, ownerRecord{UID: p.UID, GID: p.GID}); err != nil {
 		// Without its owner record the session would be root's: remove it.
 		_, rerr := s.b.Remove(context.WithoutCancel(r.Context()), sess.ID, true)
 		s.fail(w, r, errors.Join(err, rerr))
@@ -416,10 +414,7 @@ func (s *Server) reserveSession(p Peer) (release func(), err error) {
 
 // annotate adds the daemon's own fields to a backend session.
 func (s *Server) annotate(sess api.Session) api.Session {
-	rec := s.owners.get(sess.ID, s.opt.DefaultIdleTTL)
-	sess.Owner = rec.UID
-	sess.IdleTTLNS = int64(rec.IdleTTL)
-	sess.LastUsed = rec.LastUsed
+	sess.Owner = s.owners.get(sess.ID).UID
 	if sess.LastUsed.IsZero() {
 		sess.LastUsed = sess.Created
 	}
@@ -566,9 +561,6 @@ func (s *Server) PruneExpired(ctx context.Context) (api.Pruned, error) {
 	}
 	return s.pruneSessions(ctx, all, nil, false)
 }
-
-// Flush writes the sessions' last-use times (at shutdown).
-func (s *Server) Flush() error { return s.owners.flush() }
 
 // ForgetMissing drops owner records of sessions that no longer exist.
 func (s *Server) ForgetMissing(ctx context.Context) error {
