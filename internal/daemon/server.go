@@ -324,12 +324,12 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 		}
 		ttl = d
 	}
-	release, err := s.reserveSession(p)
+	rsv, err := s.reserveSession(p)
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	defer release()
+	defer rsv.release()
 	cfg := CreateConfig{CreateSession: req, IdleTTL: ttl, DefaultIdleTTL: s.opt.DefaultIdleTTL}
 	// A profile file is read as the caller, once: the daemon reads only
 	// what the caller could read itself.
@@ -366,7 +366,7 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	if err := s.owners.add(sess.ID, ownerRecord{UID: p.UID, GID: p.GID}); err != nil {
+	if err := rsv.record(sess.ID, ownerRecord{UID: p.UID, GID: p.GID}); err != nil {
 		// Without its owner record the session would be root's: remove it.
 		_, rerr := s.b.Remove(context.WithoutCancel(r.Context()), sess.ID, true)
 		s.fail(w, r, errors.Join(err, rerr))
@@ -389,13 +389,23 @@ func (e *ErrTooManySessions) Error() string {
 // Unwrap returns errdefs.ErrResourceExhausted.
 func (e *ErrTooManySessions) Unwrap() error { return errdefs.ErrResourceExhausted }
 
+// reservation is one creation counted against MaxSessionsPerUID until
+// its owner record is added (record) or it fails (release).
+type reservation struct {
+	s    *Server
+	uid  int
+	done bool
+}
+
 // reserveSession counts a creation for p's uid against
 // MaxSessionsPerUID — its recorded sessions and those being created, so
 // that parallel requests cannot overshoot — before anything is read or
-// made; release ends the reservation (the owner record then counts).
-func (s *Server) reserveSession(p Peer) (release func(), err error) {
+// made. The caller must call release (a no-op after record).
+func (s *Server) reserveSession(p Peer) (*reservation, error) {
+	rsv := &reservation{s: s, uid: p.UID}
 	if p.UID == 0 || s.opt.MaxSessionsPerUID <= 0 {
-		return func() {}, nil
+		rsv.done = true
+		return rsv, nil
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -403,13 +413,35 @@ func (s *Server) reserveSession(p Peer) (release func(), err error) {
 		return nil, &ErrTooManySessions{UID: p.UID, Max: s.opt.MaxSessionsPerUID}
 	}
 	s.creating[p.UID]++
-	return func() {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		if s.creating[p.UID]--; s.creating[p.UID] == 0 {
-			delete(s.creating, p.UID)
-		}
-	}, nil
+	return rsv, nil
+}
+
+// record adds the new session's owner record and ends the reservation
+// at once (one lock: the session is never counted twice, nor not at
+// all).
+func (r *reservation) record(id string, rec ownerRecord) error {
+	r.s.mu.Lock()
+	defer r.s.mu.Unlock()
+	r.end()
+	return r.s.owners.add(id, rec)
+}
+
+// release ends a reservation that recorded nothing.
+func (r *reservation) release() {
+	r.s.mu.Lock()
+	defer r.s.mu.Unlock()
+	r.end()
+}
+
+// end drops the reservation's count; s.mu held.
+func (r *reservation) end() {
+	if r.done {
+		return
+	}
+	r.done = true
+	if r.s.creating[r.uid]--; r.s.creating[r.uid] == 0 {
+		delete(r.s.creating, r.uid)
+	}
 }
 
 // annotate adds the daemon's own fields to a backend session.
