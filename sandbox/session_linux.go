@@ -19,6 +19,7 @@ import (
 	"github.com/corral-sandbox/corral/mounts/hidden"
 	"github.com/corral-sandbox/corral/seccomp"
 	"go.yaml.in/yaml/v3"
+	"golang.org/x/sys/unix"
 )
 
 // Session is one session open in this process: its immutable Policy, its
@@ -124,6 +125,11 @@ func (e *Executor) create(ctx context.Context, cfg SessionConfig, profileSource 
 		WriteDir: cfg.WriteDir, Page: p.Scope.Page, AgentID: cfg.AgentID, ReadOnly: cfg.ReadOnly,
 		Created: timeNow(), Version: Version(), Ephemeral: ephemeral, IdleTTL: ttl.String(),
 	}
+	var repoSt unix.Stat_t
+	if err := unix.Stat(p.Repo, &repoSt); err != nil {
+		return nil, fmt.Errorf("repository %s: %w", p.Repo, err)
+	}
+	rec.RepoDev, rec.RepoIno = uint64(repoSt.Dev), repoSt.Ino
 	switch {
 	case cfg.ReadOnly:
 	case p.Scope.Page != "":

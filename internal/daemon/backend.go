@@ -39,6 +39,47 @@ type sandboxBackend struct {
 	// because its write area is gone (errdefs.ErrDataLoss): it is kept
 	// and reported lost until removed.
 	lost map[string]string
+	// removed ends, per session, when the session is removed: every
+	// call of it in flight is canceled then (callContext).
+	removed map[string]*sessionEnd
+}
+
+// sessionEnd is a context that ends when its session is removed.
+type sessionEnd struct {
+	ctx    context.Context
+	cancel context.CancelFunc
+}
+
+// errRemoved is the cause of a call canceled by its session's removal.
+var errRemoved = errors.New("the session was removed while the call ran")
+
+// callContext returns ctx, canceled also when session id is removed
+// (Remove), and the function that releases it. A call whose session is
+// removed under it has its container killed and reaped, as when its
+// client goes away, instead of holding the removal for the rest of its
+// timeout.
+func (b *sandboxBackend) callContext(ctx context.Context, id string) (context.Context, func()) {
+	b.mu.Lock()
+	end, ok := b.removed[id]
+	if !ok {
+		c, cancel := context.WithCancel(context.Background())
+		end = &sessionEnd{ctx: c, cancel: cancel}
+		b.removed[id] = end
+	}
+	b.mu.Unlock()
+	ctx, cancel := context.WithCancelCause(ctx)
+	stop := context.AfterFunc(end.ctx, func() { cancel(errRemoved) })
+	return ctx, func() { stop(); cancel(nil) }
+}
+
+// callErr is err of a call made with ctx from callContext: a call its
+// session's removal canceled answers as for a session that does not
+// exist.
+func callErr(ctx context.Context, id string, err error) error {
+	if err != nil && errors.Is(context.Cause(ctx), errRemoved) {
+		return fmt.Errorf("session %s: %w: %w", id, errdefs.ErrNotFound, errRemoved)
+	}
+	return err
 }
 
 // NewBackend connects to containerd with cfg (a long-lived owner: the
@@ -52,7 +93,7 @@ func NewBackend(ctx context.Context, cfg sandbox.Config) (Backend, error) {
 	if log == nil {
 		log = io.Discard
 	}
-	return &sandboxBackend{exec: e, log: log, open: map[string]*sandbox.Session{}, lost: map[string]string{}}, nil
+	return &sandboxBackend{exec: e, log: log, open: map[string]*sandbox.Session{}, lost: map[string]string{}, removed: map[string]*sessionEnd{}}, nil
 }
 
 func (b *sandboxBackend) stateDir() string { return b.exec.Config().StateDir }
@@ -236,6 +277,10 @@ func (b *sandboxBackend) Remove(ctx context.Context, id string, discard bool) (a
 	out := api.Removed{Removed: id}
 	b.mu.Lock()
 	s, open := b.open[id]
+	if end, ok := b.removed[id]; ok {
+		end.cancel() // the calls in flight: their containers are killed
+		delete(b.removed, id)
+	}
 	b.mu.Unlock()
 	if open {
 		// The session is ended by the executor, which needs nobody to
@@ -305,13 +350,15 @@ func (b *sandboxBackend) Exec(ctx context.Context, id string, argv []string, std
 	if err != nil {
 		return nil, err
 	}
+	ctx, done := b.callContext(ctx, id)
+	defer done()
 	res, err := s.Exec(ctx, argv, stdout, stderr)
 	if err != nil {
-		return nil, err
+		return nil, callErr(ctx, id, err)
 	}
 	cs, introduced, err := s.CallChangesContext(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("collecting the change set: %w", err)
+		return nil, callErr(ctx, id, fmt.Errorf("collecting the change set: %w", err))
 	}
 	return &api.ExecResult{
 		Argv: res.Argv, ExitCode: res.ExitCode, DurationNS: int64(res.Duration), LimitsHit: nonNil(res.LimitsHit),
@@ -354,9 +401,11 @@ func (b *sandboxBackend) Read(ctx context.Context, id string, r api.Read) (*api.
 	if err != nil {
 		return nil, err
 	}
+	ctx, done := b.callContext(ctx, id)
+	defer done()
 	res, err := s.Read(ctx, r.Path, sandbox.ReadOptions{Offset: r.Offset, Limit: r.Limit, Bytes: r.Unit == "bytes"})
 	if err != nil {
-		return nil, fileErr(err)
+		return nil, callErr(ctx, id, fileErr(err))
 	}
 	out := api.ReadResult(*res)
 	return &out, nil
@@ -371,9 +420,11 @@ func (b *sandboxBackend) List(ctx context.Context, id string, r api.List) (*api.
 	if p == "" {
 		p = "."
 	}
+	ctx, done := b.callContext(ctx, id)
+	defer done()
 	res, err := s.List(ctx, p)
 	if err != nil {
-		return nil, fileErr(err)
+		return nil, callErr(ctx, id, fileErr(err))
 	}
 	return &api.ListResult{Path: res.Path, Entries: entries(res.Entries), Truncated: res.Truncated}, nil
 }
@@ -383,9 +434,11 @@ func (b *sandboxBackend) Glob(ctx context.Context, id string, r api.Glob) (*api.
 	if err != nil {
 		return nil, err
 	}
+	ctx, done := b.callContext(ctx, id)
+	defer done()
 	res, err := s.Glob(ctx, r.Pattern, r.Max)
 	if err != nil {
-		return nil, fileErr(err)
+		return nil, callErr(ctx, id, fileErr(err))
 	}
 	return &api.GlobResult{Pattern: res.Pattern, Matches: entries(res.Matches), Truncated: res.Truncated}, nil
 }
@@ -399,9 +452,11 @@ func (b *sandboxBackend) Search(ctx context.Context, id string, r api.Search) (*
 	if p == "" {
 		p = "."
 	}
+	ctx, done := b.callContext(ctx, id)
+	defer done()
 	res, err := s.Search(ctx, r.Regexp, p, sandbox.SearchOptions{Include: r.Include, IgnoreCase: r.IgnoreCase, MaxResults: r.Max})
 	if err != nil {
-		return nil, fileErr(err)
+		return nil, callErr(ctx, id, fileErr(err))
 	}
 	out := &api.SearchResult{Pattern: res.Pattern, Path: res.Path, Matches: make([]api.Match, len(res.Matches)), Truncated: res.Truncated,
 		FilesSearched: res.FilesSearched, SkippedBinary: res.SkippedBinary, SkippedLarge: res.SkippedLarge}
@@ -416,9 +471,11 @@ func (b *sandboxBackend) Write(ctx context.Context, id string, r api.Write, cont
 	if err != nil {
 		return nil, err
 	}
+	ctx, done := b.callContext(ctx, id)
+	defer done()
 	res, err := s.Write(ctx, r.Path, content, r.ExpectedSHA256)
 	if err != nil {
-		return nil, fileErr(err)
+		return nil, callErr(ctx, id, fileErr(err))
 	}
 	out := api.WriteResult(*res)
 	return &out, nil
@@ -429,9 +486,11 @@ func (b *sandboxBackend) Edit(ctx context.Context, id string, r api.Edit) (*api.
 	if err != nil {
 		return nil, err
 	}
+	ctx, done := b.callContext(ctx, id)
+	defer done()
 	res, err := s.Edit(ctx, r.Path, r.Old, r.New, r.ExpectedSHA256, r.All)
 	if err != nil {
-		return nil, fileErr(err)
+		return nil, callErr(ctx, id, fileErr(err))
 	}
 	out := api.WriteResult(*res)
 	return &out, nil
@@ -466,7 +525,7 @@ func (b *sandboxBackend) Patch(ctx context.Context, id string) ([]byte, error) {
 
 // Apply is `corral session apply` without a terminal: a review (no
 // tokens), or the approved changes written (or checked, with DryRun).
-func (b *sandboxBackend) Apply(ctx context.Context, id string, r api.Apply, canWrite func(repo, dir string) error) (*api.Report, error) {
+func (b *sandboxBackend) Apply(ctx context.Context, id string, r api.Apply, canWrite func(repo, dir, file string) error) (*api.Report, error) {
 	s, err := b.session(ctx, id)
 	if err != nil {
 		return nil, err
@@ -507,7 +566,7 @@ func (b *sandboxBackend) Apply(ctx context.Context, id string, r api.Apply, canW
 	if !r.DryRun {
 		for _, a := range approvals {
 			dir := deepestDir(s.Repo, path.Dir(a.Path))
-			if err := canWrite(s.Repo, dir); err != nil {
+			if err := canWrite(s.Repo, dir, a.Path); err != nil {
 				return nil, err
 			}
 		}

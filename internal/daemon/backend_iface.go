@@ -54,11 +54,12 @@ type Backend interface {
 	Patch(ctx context.Context, id string) ([]byte, error)
 	// Apply reviews the session's change set, and writes the approved
 	// changes unless r says dry run; with r.Diffs each item carries its
-	// change as a patch. canWrite is called with each
-	// repository directory the apply would write into (repo-relative,
-	// the deepest one that exists) before anything is written; an error
-	// refuses the apply.
-	Apply(ctx context.Context, id string, r api.Apply, canWrite func(repo, dir string) error) (*api.Report, error)
+	// change as a patch. canWrite is called, before anything is
+	// written, with each repository directory the apply would write into
+	// (repo-relative, the deepest one that exists) and the change's file
+	// (repo-relative), which the apply creates, replaces or removes; an
+	// error refuses the apply.
+	Apply(ctx context.Context, id string, r api.Apply, canWrite func(repo, dir, file string) error) (*api.Report, error)
 	// Recover sweeps what a crash left: interrupted applies, containers,
 	// leases and mounts of dead owners.
 	Recover(ctx context.Context) error

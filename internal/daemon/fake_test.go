@@ -323,7 +323,7 @@ func (f *fakeBackend) Patch(_ context.Context, id string) ([]byte, error) {
 // fakeToken approves every change of the fake.
 const fakeToken = "0123456789abcdef"
 
-func (f *fakeBackend) Apply(_ context.Context, id string, r api.Apply, canWrite func(repo, dir string) error) (*api.Report, error) {
+func (f *fakeBackend) Apply(_ context.Context, id string, r api.Apply, canWrite func(repo, dir, file string) error) (*api.Report, error) {
 	s, err := f.get(id)
 	if err != nil {
 		return nil, err
@@ -348,7 +348,7 @@ func (f *fakeBackend) Apply(_ context.Context, id string, r api.Apply, canWrite 
 		return rep, &review.ConflictError{Problems: []changeset.Problem{{Path: "openwiki/conflict.md", Reason: "exists in the repository"}}}
 	}
 	if !r.DryRun {
-		if err := canWrite(s.Repo, "."); err != nil {
+		if err := canWrite(s.Repo, ".", ""); err != nil {
 			return nil, err
 		}
 		rep.DryRun = false

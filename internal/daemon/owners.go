@@ -89,6 +89,19 @@ func (o *owners) get(id string) ownerRecord {
 	return ownerRecord{UID: 0, GID: 0}
 }
 
+// count returns how many sessions uid owns.
+func (o *owners) count(uid int) int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	n := 0
+	for _, r := range o.records {
+		if r.UID == uid {
+			n++
+		}
+	}
+	return n
+}
+
 // add records a new session's owner, durably, before the session is
 // handed out.
 func (o *owners) add(id string, r ownerRecord) error {
