@@ -70,7 +70,7 @@ fuzz:
 # One table: corral next to ctr run --rm, runc run and bwrap, measured in
 # the same run, with each issue-6 target met or missed (build/bench.md).
 bench: setup build
-	$(ENV) CORRAL_BENCH_OUT=build/bench.md $(GO) test -run '^$$' -bench '^BenchmarkCompare$$' -benchtime 1x -timeout 60m ./integration/
+	$(ENV) CORRAL_BENCH_OUT=$(CURDIR)/build/bench.md $(GO) test -run '^$$' -bench '^BenchmarkCompare$$' -benchtime 1x -timeout 60m ./integration/
 
 # Docker's containerd: dockerd started by hand (no bridge, no iptables
 # rules), the isolation, hostile-case and session tests against its

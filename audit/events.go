@@ -24,6 +24,8 @@ const (
 	TypeApplyStarted   = "apply_started"
 	TypeApply          = "apply"
 	TypeApplyRecovered = "apply_recovered"
+	TypeSessionLost    = "session_lost"
+	TypeSessionEnded   = "session_ended"
 )
 
 // Decisions of an invocation.
@@ -122,7 +124,28 @@ type ApplyRecovered struct {
 	Left    []string `json:"left,omitempty"`
 }
 
+// SessionLost: a writable session found, when the daemon re-adopted it,
+// without its write area (a tmpfs: the machine rebooted), so what it wrote
+// is gone. The session is kept and reported lost, never recreated empty.
+type SessionLost struct {
+	Repo   string `json:"repo"`
+	Reason string `json:"reason"`
+}
+
+// SessionEnded: a session ended by the daemon, not by a client: Reason
+// says why (its owner Pod was deleted: Pod), Patch is the file its change
+// set was kept in ("" for none) and Files the paths it changes.
+type SessionEnded struct {
+	Reason string   `json:"reason"`
+	Pod    string   `json:"pod,omitempty"`
+	Patch  string   `json:"patch,omitempty"`
+	Files  []string `json:"files,omitempty"`
+	Error  string   `json:"error,omitempty"`
+}
+
 func (*SessionCreated) EventType() string { return TypeSessionCreated }
+func (*SessionLost) EventType() string    { return TypeSessionLost }
+func (*SessionEnded) EventType() string   { return TypeSessionEnded }
 func (*Invocation) EventType() string     { return TypeInvocation }
 func (*Refusal) EventType() string        { return TypeRefusal }
 func (*ChangeSet) EventType() string      { return TypeChangeSet }
@@ -150,6 +173,10 @@ func newEvent(t string) (Event, error) {
 		return &Apply{}, nil
 	case TypeApplyRecovered:
 		return &ApplyRecovered{}, nil
+	case TypeSessionLost:
+		return &SessionLost{}, nil
+	case TypeSessionEnded:
+		return &SessionEnded{}, nil
 	}
 	return nil, fmt.Errorf("unknown audit event type %q", t)
 }

@@ -327,6 +327,7 @@ func BenchmarkCompare(b *testing.B) {
 	if cliLs.n > 0 {
 		fmt.Fprintf(&sb, "\n(issue 2) corral run -- ls p50 %.1f ms vs ctr run --rm p50 %.1f ms; runc run p50 %.1f ms\n", ms(cliLs.p50), ms(ctrLs.p50), ms(runcLs.p50))
 	}
+	sb.WriteString(daemonSection(b)) // bench_daemon_test.go
 	fmt.Print(sb.String())
 	if out := os.Getenv("CORRAL_BENCH_OUT"); out != "" {
 		require.NoError(b, os.WriteFile(out, []byte(sb.String()), 0o644))

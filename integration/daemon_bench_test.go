@@ -139,7 +139,7 @@ func rssKiB(b *testing.B, pid int) int {
 	return 0
 }
 
-func daemonBenchRepo(b *testing.B) string {
+func daemonBenchRepo(b testing.TB) string {
 	dir, err := os.MkdirTemp("", "corral-bench-repo-")
 	require.NoError(b, err)
 	b.Cleanup(func() { os.RemoveAll(dir) })

@@ -19,6 +19,7 @@ import (
 	"github.com/corral-sandbox/corral/mounts/hidden"
 	"github.com/corral-sandbox/corral/seccomp"
 	"go.yaml.in/yaml/v3"
+	"golang.org/x/sys/unix"
 )
 
 // Session is one session open in this process: its immutable Policy, its
@@ -124,6 +125,11 @@ func (e *Executor) create(ctx context.Context, cfg SessionConfig, profileSource 
 		WriteDir: cfg.WriteDir, Page: p.Scope.Page, AgentID: cfg.AgentID, ReadOnly: cfg.ReadOnly,
 		Created: timeNow(), Version: Version(), Ephemeral: ephemeral, IdleTTL: ttl.String(),
 	}
+	var repoSt unix.Stat_t
+	if err := unix.Stat(p.Repo, &repoSt); err != nil {
+		return nil, fmt.Errorf("repository %s: %w", p.Repo, err)
+	}
+	rec.RepoDev, rec.RepoIno = uint64(repoSt.Dev), repoSt.Ino
 	switch {
 	case cfg.ReadOnly:
 	case p.Scope.Page != "":
@@ -191,7 +197,7 @@ func (e *Executor) OpenSession(ctx context.Context, id string, opts ...OpenOptio
 	if err != nil {
 		return nil, err
 	}
-	st, err := openStore(dir)
+	st, err := openStore(dir, !o.notAUse)
 	if err != nil {
 		return nil, err
 	}
@@ -547,6 +553,12 @@ func collect(p *Policy, l *mounts.Layout) (*changeset.Set, error) {
 	}
 	return cs, nil
 }
+
+// Touch records a use of the session now: its idle TTL (the record's
+// IdleTTL) counts from its latest use, which Exec and opening record
+// themselves. A long-lived owner calls it for the other calls it serves
+// (the file tools, diff, apply).
+func (s *Session) Touch() { s.store.touch() }
 
 // Record returns the session's record.
 func (s *Session) Record() *SessionRecord {

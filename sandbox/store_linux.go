@@ -88,6 +88,31 @@ type SessionRecord struct {
 	// IdleTTL is how long the session may go unused (a Go duration);
 	// records made before it existed get profiles.DefaultIdleTTL.
 	IdleTTL string `json:"idle_ttl,omitempty"`
+	// RepoDev and RepoIno identify the repository directory the session
+	// was made on (stat(2) of Repo then); a session whose mounts must be
+	// made again (after a reboot) refuses a Repo that is no longer that
+	// directory. 0 in records made before they existed.
+	RepoDev uint64 `json:"repo_dev,omitempty"`
+	RepoIno uint64 `json:"repo_ino,omitempty"`
+}
+
+// checkRepoIdentity checks that the directory mounted at the layout's
+// repository bind (or, before mounting, Repo itself) is the one the
+// record names: the session never mounts another directory than the one
+// it was made on (a path replaced by another directory, or by a
+// symbolic link to one its owner could not read). Records without an
+// identity pass.
+func (r *SessionRecord) checkRepoIdentity(path string) error {
+	if r.RepoIno == 0 {
+		return nil
+	}
+	var st unix.Stat_t
+	err := unix.Stat(path, &st)
+	if err == nil && uint64(st.Dev) == r.RepoDev && st.Ino == r.RepoIno {
+		return nil
+	}
+	return fmt.Errorf("session %s: repository %s: %w: it is not the directory the session was made on (replaced, or a symbolic link now); remove it with `corral session rm %s`",
+		r.ID, r.Repo, errdefs.ErrFailedPrecondition, r.ID)
 }
 
 // idleTTL returns the record's idle TTL.
@@ -223,8 +248,9 @@ func flock(f *os.File, how int) error {
 }
 
 // openStore opens the session directory dir: its record is read and its
-// inuse lock held shared. An unknown session wraps errdefs.ErrNotFound.
-func openStore(dir string) (*store, error) {
+// inuse lock held shared; use records the opening as a use (touch). An
+// unknown session wraps errdefs.ErrNotFound.
+func openStore(dir string, use bool) (*store, error) {
 	rec, err := readRecord(dir)
 	if err != nil {
 		return nil, err
@@ -241,7 +267,9 @@ func openStore(dir string) (*store, error) {
 		return nil, fmt.Errorf("session %s: %w", filepath.Base(dir), errdefs.ErrNotFound)
 	}
 	st := &store{dir: dir, record: rec, inuse: f}
-	st.touch()
+	if use {
+		st.touch()
+	}
 	return st, nil
 }
 
@@ -344,9 +372,16 @@ func (st *store) attach(plan mounts.Plan, hs *hidden.Set) (*mounts.Layout, error
 	if hs == nil {
 		return nil, fmt.Errorf("session %s: %w: its mounts are not there", id, mounts.ErrNotMounted)
 	}
+	if err := st.record.checkRepoIdentity(st.record.Repo); err != nil {
+		return nil, err
+	}
 	l, err = mounts.Prepare(dir, plan, hs)
 	if err != nil {
 		return nil, fmt.Errorf("preparing session mounts: %w", err)
+	}
+	// What was mounted, not the path checked a moment before.
+	if err := st.record.checkRepoIdentity(l.Repo); err != nil {
+		return nil, errors.Join(err, l.Close())
 	}
 	return l, nil
 }

@@ -77,7 +77,7 @@ func newRootCommand() *cobra.Command {
 	g.addConfigFlags(pf)
 	root.AddCommand(newVersionCommand(), newDoctorCommand(g), newManCommand())
 	root.AddCommand(newRunCommand(g), newCheckCommand(), newImageCommand(g), newGCCommand(g), newProfilesCommand(), newApplyCommand(g))
-	root.AddCommand(newSessionCommand(g), newServeCommand(g), newFSCommand(), newDaemonCommand(g))
+	root.AddCommand(newSessionCommand(g), newServeCommand(g), newFSCommand(), newDaemonCommand(g), newPatchesCommand(g))
 	return root
 }
 
@@ -227,7 +227,7 @@ func runOnce(cmd *cobra.Command, g *globalFlags, sf *sessionFlags, diffOut strin
 			return refusalOr(err)
 		}
 		defer c.DiscardSession(context.WithoutCancel(ctx), s.ID)
-		return execAndReport(cmd, &remoteSession{c: c, id: s.ID}, prof, argv, o, "")
+		return execAndReport(cmd, &remoteSession{c: c, id: s.ID, prof: prof}, argv, o, "")
 	}
 	log := stderr
 	if sf.quiet {
@@ -246,7 +246,7 @@ func runOnce(cmd *cobra.Command, g *globalFlags, sf *sessionFlags, diffOut strin
 		return refusalOr(err)
 	}
 	defer sess.Close()
-	return execAndReport(cmd, localSession{sess}, prof, argv, o, "")
+	return execAndReport(cmd, localSession{sess}, argv, o, "")
 }
 
 // caller is the session execAndReport runs a command in: one in this
@@ -258,6 +258,11 @@ type caller interface {
 	// patch renders the session's change set cs (as call returned it,
 	// without violations) as a unified patch.
 	patch(ctx context.Context, cs *changeset.Set) ([]byte, error)
+	// profile is the session's profile, which the lines describing a
+	// limit hit quote; only a call that hit one asks for it (a daemon's
+	// session fetches it then, so that a call within its limits costs
+	// one exchange with the daemon and no profile parsing).
+	profile(ctx context.Context) (*profiles.Profile, error)
 }
 
 // callResult is a call's outcome: the result, the session's change set
@@ -290,6 +295,8 @@ func (l localSession) patch(_ context.Context, cs *changeset.Set) ([]byte, error
 	return changeset.Patch(cs)
 }
 
+func (l localSession) profile(context.Context) (*profiles.Profile, error) { return l.Profile, nil }
+
 // reportOptions are how execAndReport reports.
 type reportOptions struct {
 	json    bool   // a JSON result object instead of streamed output
@@ -300,7 +307,7 @@ type reportOptions struct {
 // execAndReport runs argv in the session and reports like `corral run`:
 // streamed output or a JSON object, the change set, the exit code. The
 // JSON names session id when it is not "".
-func execAndReport(cmd *cobra.Command, sess caller, prof *profiles.Profile, argv []string, o reportOptions, id string) error {
+func execAndReport(cmd *cobra.Command, sess caller, argv []string, o reportOptions, id string) error {
 	asJSON, diffOut := o.json, o.diffOut
 	ctx, cancel := context.WithCancelCause(cmd.Context())
 	defer cancel(nil)
@@ -339,6 +346,13 @@ func execAndReport(cmd *cobra.Command, sess caller, prof *profiles.Profile, argv
 	}
 	if len(introduced) > 0 {
 		code = exitRejected
+	}
+	// prof is the profile when the report quotes it (a limit was hit or
+	// the output cut), else nil; describeLimit names the limit alone
+	// when it could not be had.
+	var prof *profiles.Profile
+	if len(res.LimitsHit) > 0 || res.StdoutTruncated || res.StderrTruncated {
+		prof, _ = sess.profile(ctx)
 	}
 	var verdict error // corral's reason when code is not the tool's
 	switch code {
@@ -383,7 +397,11 @@ func execAndReport(cmd *cobra.Command, sess caller, prof *profiles.Profile, argv
 		fmt.Fprintf(stderr, "corral: limit hit: %s\n", describeLimit(l, prof))
 	}
 	if res.StdoutTruncated || res.StderrTruncated {
-		fmt.Fprintf(stderr, "corral: output cut at %s per stream\n", prof.Resources.Output)
+		limit := "the profile's output cap"
+		if prof != nil {
+			limit = prof.Resources.Output
+		}
+		fmt.Fprintf(stderr, "corral: output cut at %s per stream\n", limit)
 	}
 	if len(cs.Changes) > 0 && !o.quiet {
 		fmt.Fprintf(stderr, "corral: %s", cr.stat())
@@ -426,7 +444,11 @@ func (p *pipeWriter) Write(b []byte) (int, error) {
 	return n, err
 }
 
+// describeLimit says what limit l of profile p (nil: unknown) did.
 func describeLimit(l string, p *profiles.Profile) string {
+	if p == nil {
+		return l
+	}
 	lim := p.Limits()
 	switch l {
 	case sandbox.LimitTimeout:

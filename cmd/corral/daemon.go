@@ -51,6 +51,8 @@ docs/daemon.md.`,
 				return usageError(fmt.Errorf("--queue-wait %s: want 0 or more", cfg.QueueWait))
 			case maxWarm < 0:
 				return usageError(fmt.Errorf("--max-warm %d: want 0 or more", maxWarm))
+			case cfg.MaxSessionsPerUID < 0:
+				return usageError(fmt.Errorf("--max-sessions-per-uid %d: want 0 (no cap) or more", cfg.MaxSessionsPerUID))
 			case cfg.IdleTTL <= 0:
 				return usageError(fmt.Errorf("--idle-ttl %s: want a duration above 0", cfg.IdleTTL))
 			}
@@ -86,8 +88,9 @@ docs/daemon.md.`,
 	f.IntVar(&cfg.MaxRunning, "max-running", max(4, 2*runtime.NumCPU()), "calls running a container at once, host-wide")
 	f.DurationVar(&cfg.QueueWait, "queue-wait", 30*time.Second, "how long a call over --max-running waits for a slot before 429 busy")
 	f.IntVar(&maxWarm, "max-warm", sandbox.DefaultMaxWarm, "containers created ahead of calls, host-wide; each session keeps its profile's pool_depth (default 2) under it; 0 creates each on its call")
+	f.IntVar(&cfg.MaxSessionsPerUID, "max-sessions-per-uid", daemon.DefaultMaxSessionsPerUID, "sessions one uid other than root may hold at once; 0 for no cap")
 	f.DurationVar(&cfg.Grace, "grace", 30*time.Second, "on SIGTERM, how long calls in flight may finish before they are canceled")
 	f.String("kubelet-root", "", "Pod mode: the kubelet's root directory on this node (e.g. /var/lib/kubelet); callers are identified by their Pod, and a session's repository is one of the calling Pod's own volumes ($CORRAL_KUBELET_ROOT, config kubelet_root; default off)")
-	f.DurationVar(&cfg.IdleTTL, "idle-ttl", 24*time.Hour, "default idle time after which a session is pruned (its change set kept as a patch)")
+	f.DurationVar(&cfg.IdleTTL, "idle-ttl", 24*time.Hour, "idle TTL of a session whose request names none: the profile's idle_ttl, shortened to this (docs/daemon.md, Idle sessions)")
 	return cmd
 }

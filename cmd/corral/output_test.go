@@ -76,7 +76,7 @@ func TestEveryJSONCommandAnswersBadFlagsInJSON(t *testing.T) {
 		"version --json", "doctor --json",
 		"apply --json", "check --json", "gc --json", "image build --json", "profiles --json", "run --json",
 		"session apply --json", "session create --json", "session diff --format json", "session exec --json",
-		"session ls --json", "session prune --json", "session rm --json",
+		"session ls --json", "session prune --json", "session rm --json", "patches ls --json",
 	}, names)
 	for _, c := range cmds {
 		t.Run(strings.Join(c, " "), func(t *testing.T) {

@@ -172,7 +172,23 @@ type remoteSession struct {
 	id string
 
 	mu   sync.Mutex
-	last *api.ExecResult // the latest Exec's, for CallChanges
+	last *api.ExecResult   // the latest Exec's, for CallChanges
+	prof *profiles.Profile // the session's, once known (see profile)
+}
+
+// profile is the profile the daemon's session recorded, fetched on the
+// first need.
+func (r *remoteSession) profile(ctx context.Context) (*profiles.Profile, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.prof == nil {
+		p, err := remoteProfile(ctx, r.c, r.id)
+		if err != nil {
+			return nil, err
+		}
+		r.prof = p
+	}
+	return r.prof, nil
 }
 
 func (r *remoteSession) call(ctx context.Context, argv []string, stdout, stderr io.Writer) (*callResult, error) {

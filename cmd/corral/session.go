@@ -13,6 +13,7 @@ import (
 	"github.com/corral-sandbox/corral/mounts/changeset"
 	"github.com/corral-sandbox/corral/profiles"
 	"github.com/corral-sandbox/corral/sandbox"
+	"github.com/corral-sandbox/corral/sandbox/api"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 )
@@ -265,12 +266,10 @@ until it is fixed.`,
 				return err
 			}
 			if c != nil {
+				// One exchange with the daemon: no profile (see
+				// caller.profile), no containerd, no repository.
 				defer c.Close()
-				prof, err := remoteProfile(ctx, c, args[0])
-				if err != nil {
-					return &exitError{code: exitFailed, err: err}
-				}
-				return execAndReport(cmd, &remoteSession{c: c, id: args[0]}, prof, args[1:], o, args[0])
+				return execAndReport(cmd, &remoteSession{c: c, id: args[0]}, args[1:], o, args[0])
 			}
 			log := cmd.ErrOrStderr()
 			if o.quiet {
@@ -286,7 +285,7 @@ until it is fixed.`,
 				return &exitError{code: exitFailed, err: err}
 			}
 			defer sess.Close()
-			return execAndReport(cmd, localSession{sess}, sess.Profile, args[1:], o, sess.ID)
+			return execAndReport(cmd, localSession{sess}, args[1:], o, sess.ID)
 		},
 	}
 	cmd.Flags().BoolVar(&o.json, "json", false, "print a JSON result object")
@@ -350,6 +349,9 @@ func listSessions(cmd *cobra.Command, g *globalFlags) ([]sandbox.SessionInfo, er
 		for i := range ss {
 			list[i] = sandbox.SessionInfo{SessionRecord: recordOf(&ss[i]), Mounted: ss[i].Mounted, Err: ss[i].Error,
 				LastUsed: ss[i].LastUsed, Expires: ss[i].LastUsed.Add(time.Duration(ss[i].IdleTTLNS))}
+			if ss[i].State == api.StateLost && list[i].Err == "" {
+				list[i].Err = "lost: " + ss[i].StateReason
+			}
 		}
 		return list, nil
 	}

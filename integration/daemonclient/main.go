@@ -5,11 +5,16 @@
 //
 //	daemonclient SOCKET list
 //	daemonclient SOCKET create REPO
+//	daemonclient SOCKET create-volume NAME [SUBPATH]
+//	daemonclient SOCKET patches
+//	daemonclient SOCKET patch ID
+//	daemonclient SOCKET create-json CREATESESSION-JSON
 //	daemonclient SOCKET get|diff|remove ID
 //	daemonclient SOCKET exec|stream ID ARGV...
 //	daemonclient SOCKET read ID PATH
 //	daemonclient SOCKET write ID PATH CONTENT
 //	daemonclient SOCKET apply ID TOKEN
+//	daemonclient SOCKET review ID
 package main
 
 import (
@@ -46,6 +51,23 @@ func main() {
 		res, err = c.Sessions(ctx)
 	case "create":
 		res, err = c.CreateSession(ctx, api.CreateSession{Repo: args[0]})
+	case "create-volume":
+		v := &api.Volume{Name: args[0]}
+		if len(args) > 1 {
+			v.SubPath = args[1]
+		}
+		res, err = c.CreateSession(ctx, api.CreateSession{Volume: v})
+	case "patches":
+		res, err = c.Patches(ctx)
+	case "patch":
+		var b []byte
+		b, err = c.PodPatch(ctx, args[0])
+		res = string(b)
+	case "create-json":
+		var req api.CreateSession
+		if err = json.Unmarshal([]byte(args[0]), &req); err == nil {
+			res, err = c.CreateSession(ctx, req)
+		}
 	case "get":
 		res, err = c.Session(ctx, args[0])
 	case "diff":
@@ -62,6 +84,8 @@ func main() {
 		res, err = c.Write(ctx, args[0], api.Write{Path: args[1], Content: args[2]})
 	case "apply":
 		res, err = c.Apply(ctx, args[0], api.Apply{Approve: []string{args[1]}})
+	case "review":
+		res, err = c.Apply(ctx, args[0], api.Apply{})
 	default:
 		fmt.Fprintln(os.Stderr, "unknown op", op)
 		os.Exit(2)

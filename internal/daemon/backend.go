@@ -20,6 +20,7 @@ import (
 	"github.com/corral-sandbox/corral/sandbox/fsop"
 	"go.yaml.in/yaml/v3"
 	"golang.org/x/sys/unix"
+	"time"
 )
 
 // This file is the daemon's one adapter to package sandbox and package
@@ -34,6 +35,51 @@ type sandboxBackend struct {
 
 	mu   sync.Mutex
 	open map[string]*sandbox.Session
+	// lost holds, by id, why a writable session could not be re-adopted
+	// because its write area is gone (errdefs.ErrDataLoss): it is kept
+	// and reported lost until removed.
+	lost map[string]string
+	// removed ends, per session, when the session is removed: every
+	// call of it in flight is canceled then (callContext).
+	removed map[string]*sessionEnd
+}
+
+// sessionEnd is a context that ends when its session is removed.
+type sessionEnd struct {
+	ctx    context.Context
+	cancel context.CancelFunc
+}
+
+// errRemoved is the cause of a call canceled by its session's removal.
+var errRemoved = errors.New("the session was removed while the call ran")
+
+// callContext returns ctx, canceled also when session id is removed
+// (Remove), and the function that releases it. A call whose session is
+// removed under it has its container killed and reaped, as when its
+// client goes away, instead of holding the removal for the rest of its
+// timeout.
+func (b *sandboxBackend) callContext(ctx context.Context, id string) (context.Context, func()) {
+	b.mu.Lock()
+	end, ok := b.removed[id]
+	if !ok {
+		c, cancel := context.WithCancel(context.Background())
+		end = &sessionEnd{ctx: c, cancel: cancel}
+		b.removed[id] = end
+	}
+	b.mu.Unlock()
+	ctx, cancel := context.WithCancelCause(ctx)
+	stop := context.AfterFunc(end.ctx, func() { cancel(errRemoved) })
+	return ctx, func() { stop(); cancel(nil) }
+}
+
+// callErr is err of a call made with ctx from callContext: a call its
+// session's removal canceled answers as for a session that does not
+// exist.
+func callErr(ctx context.Context, id string, err error) error {
+	if err != nil && errors.Is(context.Cause(ctx), errRemoved) {
+		return fmt.Errorf("session %s: %w: %w", id, errdefs.ErrNotFound, errRemoved)
+	}
+	return err
 }
 
 // NewBackend connects to containerd with cfg (a long-lived owner: the
@@ -47,7 +93,7 @@ func NewBackend(ctx context.Context, cfg sandbox.Config) (Backend, error) {
 	if log == nil {
 		log = io.Discard
 	}
-	return &sandboxBackend{exec: e, log: log, open: map[string]*sandbox.Session{}}, nil
+	return &sandboxBackend{exec: e, log: log, open: map[string]*sandbox.Session{}, lost: map[string]string{}, removed: map[string]*sessionEnd{}}, nil
 }
 
 func (b *sandboxBackend) stateDir() string { return b.exec.Config().StateDir }
@@ -60,15 +106,39 @@ func (b *sandboxBackend) session(ctx context.Context, id string) (*sandbox.Sessi
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if s, ok := b.open[id]; ok {
+		s.Touch()
 		return s, nil
 	}
 	s, err := b.exec.OpenSession(ctx, id)
 	if err != nil {
+		if errdefs.IsDataLoss(err) {
+			b.markLost(ctx, id, err)
+		}
 		return nil, err
 	}
 	b.open[id] = s
 	b.warm(s)
 	return s, nil
+}
+
+// adopt opens the session id as session does, without counting it as a
+// use (sandbox.NotAUse).
+func (b *sandboxBackend) adopt(ctx context.Context, id string) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if _, ok := b.open[id]; ok {
+		return nil
+	}
+	s, err := b.exec.OpenSession(ctx, id, sandbox.NotAUse())
+	if err != nil {
+		if errdefs.IsDataLoss(err) {
+			b.markLost(ctx, id, err)
+		}
+		return err
+	}
+	b.open[id] = s
+	b.warm(s)
+	return nil
 }
 
 // warm starts filling s's pool of containers created ahead (its
@@ -100,18 +170,57 @@ func (b *sandboxBackend) Sessions(ctx context.Context) ([]api.Session, error) {
 		return nil, err
 	}
 	out := make([]api.Session, 0, len(list))
+	b.mu.Lock()
+	defer b.mu.Unlock()
 	for _, info := range list {
-		out = append(out, sessionOf(info.SessionRecord, info.Mounted, info.Err))
+		s := sessionOf(info.SessionRecord, info.LastUsed, info.Mounted, info.Err)
+		if reason, ok := b.lost[info.ID]; ok {
+			s.State, s.StateReason = api.StateLost, reason
+		}
+		out = append(out, s)
 	}
 	return out, nil
 }
 
-func sessionOf(rec sandbox.SessionRecord, mounted bool, errText string) api.Session {
-	return api.Session{
+// markLost records (b.mu held) that session id lost its write area,
+// once, with an audit record: the session stays, reported lost.
+func (b *sandboxBackend) markLost(ctx context.Context, id string, err error) {
+	if _, ok := b.lost[id]; ok {
+		return
+	}
+	reason := lostReason
+	b.lost[id] = reason
+	var repo string
+	if info, ierr := b.exec.Sessions(); ierr == nil {
+		for _, x := range info {
+			if x.ID == id {
+				repo = x.Repo
+			}
+		}
+	}
+	if aerr := b.exec.Audit().For(ctx).Log(id, &audit.SessionLost{Repo: repo, Reason: reason}); aerr != nil {
+		fmt.Fprintf(b.log, "corral daemon: session %s: auditing its loss: %v\n", id, aerr)
+	}
+	fmt.Fprintf(b.log, "corral daemon: session %s is lost: %v\n", id, err)
+}
+
+// lostReason is a lost session's StateReason.
+const lostReason = "its write area (a tmpfs) is gone: the node rebooted, or its mounts were removed; what it wrote is lost (remove the session to clear it)"
+
+// sessionOf is a session's record in the API's form; its idle TTL is
+// the record's, its latest use lastUsed.
+func sessionOf(rec sandbox.SessionRecord, lastUsed time.Time, mounted bool, errText string) api.Session {
+	out := api.Session{
 		ID: rec.ID, Repo: rec.Repo, Profile: rec.Profile, ProfileName: rec.ProfileName, Scope: rec.Scope,
 		WriteDir: rec.WriteDir, Page: rec.Page, AgentID: rec.AgentID, ReadOnly: rec.ReadOnly, Created: rec.Created, Mounted: mounted,
-		Version: rec.Version, Error: errText,
+		Version: rec.Version, Error: errText, LastUsed: lastUsed,
 	}
+	if d, err := time.ParseDuration(rec.IdleTTL); err == nil && d > 0 {
+		out.IdleTTLNS = int64(d)
+	} else {
+		out.IdleTTLNS = int64(profiles.DefaultIdleTTL) // a record older than idle_ttl
+	}
+	return out
 }
 
 func (b *sandboxBackend) Create(ctx context.Context, c CreateConfig) (_ api.Session, retErr error) {
@@ -131,7 +240,11 @@ func (b *sandboxBackend) Create(ctx context.Context, c CreateConfig) (_ api.Sess
 	if c.Page != "" && c.ReadOnly {
 		return api.Session{}, fmt.Errorf("page and read_only exclude each other: %w", errdefs.ErrInvalidArgument)
 	}
-	cfg := sandbox.SessionConfig{Repo: c.Repo, Profile: prof, Page: c.Page, WriteDir: c.Scope, AgentID: c.AgentID, ReadOnly: c.ReadOnly}
+	cfg := sandbox.SessionConfig{Repo: c.Repo, Profile: prof, Page: c.Page, WriteDir: c.Scope, AgentID: c.AgentID, ReadOnly: c.ReadOnly,
+		IdleTTL: c.IdleTTL}
+	if cfg.IdleTTL == 0 && c.DefaultIdleTTL > 0 && c.DefaultIdleTTL < prof.IdleTTL() {
+		cfg.IdleTTL = c.DefaultIdleTTL
+	}
 	s, err := b.exec.CreateSession(ctx, cfg, source)
 	if err != nil {
 		return api.Session{}, err
@@ -157,19 +270,26 @@ func (b *sandboxBackend) Create(ctx context.Context, c CreateConfig) (_ api.Sess
 	b.open[s.ID] = s
 	b.mu.Unlock()
 	b.warm(s)
-	return sessionOf(*s.Record(), true, ""), nil
+	return sessionOf(*s.Record(), time.Now().UTC().Truncate(time.Second), true, ""), nil
 }
 
 func (b *sandboxBackend) Remove(ctx context.Context, id string, discard bool) (api.Removed, error) {
 	out := api.Removed{Removed: id}
 	b.mu.Lock()
 	s, open := b.open[id]
+	if end, ok := b.removed[id]; ok {
+		end.cancel() // the calls in flight: their containers are killed
+		delete(b.removed, id)
+	}
 	b.mu.Unlock()
 	if open {
 		// The session is ended by the executor, which needs nobody to
 		// hold it open.
 		b.forget(id, s)
 	}
+	b.mu.Lock()
+	delete(b.lost, id)
+	b.mu.Unlock()
 	if discard {
 		return out, b.exec.RemoveSession(ctx, id)
 	}
@@ -230,13 +350,15 @@ func (b *sandboxBackend) Exec(ctx context.Context, id string, argv []string, std
 	if err != nil {
 		return nil, err
 	}
+	ctx, done := b.callContext(ctx, id)
+	defer done()
 	res, err := s.Exec(ctx, argv, stdout, stderr)
 	if err != nil {
-		return nil, err
+		return nil, callErr(ctx, id, err)
 	}
 	cs, introduced, err := s.CallChangesContext(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("collecting the change set: %w", err)
+		return nil, callErr(ctx, id, fmt.Errorf("collecting the change set: %w", err))
 	}
 	return &api.ExecResult{
 		Argv: res.Argv, ExitCode: res.ExitCode, DurationNS: int64(res.Duration), LimitsHit: nonNil(res.LimitsHit),
@@ -279,9 +401,11 @@ func (b *sandboxBackend) Read(ctx context.Context, id string, r api.Read) (*api.
 	if err != nil {
 		return nil, err
 	}
+	ctx, done := b.callContext(ctx, id)
+	defer done()
 	res, err := s.Read(ctx, r.Path, sandbox.ReadOptions{Offset: r.Offset, Limit: r.Limit, Bytes: r.Unit == "bytes"})
 	if err != nil {
-		return nil, fileErr(err)
+		return nil, callErr(ctx, id, fileErr(err))
 	}
 	out := api.ReadResult(*res)
 	return &out, nil
@@ -296,9 +420,11 @@ func (b *sandboxBackend) List(ctx context.Context, id string, r api.List) (*api.
 	if p == "" {
 		p = "."
 	}
+	ctx, done := b.callContext(ctx, id)
+	defer done()
 	res, err := s.List(ctx, p)
 	if err != nil {
-		return nil, fileErr(err)
+		return nil, callErr(ctx, id, fileErr(err))
 	}
 	return &api.ListResult{Path: res.Path, Entries: entries(res.Entries), Truncated: res.Truncated}, nil
 }
@@ -308,9 +434,11 @@ func (b *sandboxBackend) Glob(ctx context.Context, id string, r api.Glob) (*api.
 	if err != nil {
 		return nil, err
 	}
+	ctx, done := b.callContext(ctx, id)
+	defer done()
 	res, err := s.Glob(ctx, r.Pattern, r.Max)
 	if err != nil {
-		return nil, fileErr(err)
+		return nil, callErr(ctx, id, fileErr(err))
 	}
 	return &api.GlobResult{Pattern: res.Pattern, Matches: entries(res.Matches), Truncated: res.Truncated}, nil
 }
@@ -324,9 +452,11 @@ func (b *sandboxBackend) Search(ctx context.Context, id string, r api.Search) (*
 	if p == "" {
 		p = "."
 	}
+	ctx, done := b.callContext(ctx, id)
+	defer done()
 	res, err := s.Search(ctx, r.Regexp, p, sandbox.SearchOptions{Include: r.Include, IgnoreCase: r.IgnoreCase, MaxResults: r.Max})
 	if err != nil {
-		return nil, fileErr(err)
+		return nil, callErr(ctx, id, fileErr(err))
 	}
 	out := &api.SearchResult{Pattern: res.Pattern, Path: res.Path, Matches: make([]api.Match, len(res.Matches)), Truncated: res.Truncated,
 		FilesSearched: res.FilesSearched, SkippedBinary: res.SkippedBinary, SkippedLarge: res.SkippedLarge}
@@ -341,9 +471,11 @@ func (b *sandboxBackend) Write(ctx context.Context, id string, r api.Write, cont
 	if err != nil {
 		return nil, err
 	}
+	ctx, done := b.callContext(ctx, id)
+	defer done()
 	res, err := s.Write(ctx, r.Path, content, r.ExpectedSHA256)
 	if err != nil {
-		return nil, fileErr(err)
+		return nil, callErr(ctx, id, fileErr(err))
 	}
 	out := api.WriteResult(*res)
 	return &out, nil
@@ -354,9 +486,11 @@ func (b *sandboxBackend) Edit(ctx context.Context, id string, r api.Edit) (*api.
 	if err != nil {
 		return nil, err
 	}
+	ctx, done := b.callContext(ctx, id)
+	defer done()
 	res, err := s.Edit(ctx, r.Path, r.Old, r.New, r.ExpectedSHA256, r.All)
 	if err != nil {
-		return nil, fileErr(err)
+		return nil, callErr(ctx, id, fileErr(err))
 	}
 	out := api.WriteResult(*res)
 	return &out, nil
@@ -391,7 +525,7 @@ func (b *sandboxBackend) Patch(ctx context.Context, id string) ([]byte, error) {
 
 // Apply is `corral session apply` without a terminal: a review (no
 // tokens), or the approved changes written (or checked, with DryRun).
-func (b *sandboxBackend) Apply(ctx context.Context, id string, r api.Apply, canWrite func(repo, dir string) error) (*api.Report, error) {
+func (b *sandboxBackend) Apply(ctx context.Context, id string, r api.Apply, canWrite func(repo, dir, file string) error) (*api.Report, error) {
 	s, err := b.session(ctx, id)
 	if err != nil {
 		return nil, err
@@ -432,7 +566,7 @@ func (b *sandboxBackend) Apply(ctx context.Context, id string, r api.Apply, canW
 	if !r.DryRun {
 		for _, a := range approvals {
 			dir := deepestDir(s.Repo, path.Dir(a.Path))
-			if err := canWrite(s.Repo, dir); err != nil {
+			if err := canWrite(s.Repo, dir, a.Path); err != nil {
 				return nil, err
 			}
 		}
@@ -539,8 +673,10 @@ func (b *sandboxBackend) Adopt(ctx context.Context) error {
 			fmt.Fprintf(b.log, "corral daemon: session %s: %s\n", info.ID, info.Err)
 			continue
 		}
-		if _, err := b.session(ctx, info.ID); err != nil {
-			fmt.Fprintf(b.log, "corral daemon: session %s not adopted: %v\n", info.ID, err)
+		if err := b.adopt(ctx, info.ID); err != nil {
+			if !errdefs.IsDataLoss(err) {
+				fmt.Fprintf(b.log, "corral daemon: session %s not adopted: %v\n", info.ID, err)
+			}
 			continue
 		}
 		n++
@@ -549,6 +685,10 @@ func (b *sandboxBackend) Adopt(ctx context.Context) error {
 		fmt.Fprintf(b.log, "corral daemon: adopted %d session(s)\n", n)
 	}
 	return nil
+}
+
+func (b *sandboxBackend) Audit(ctx context.Context, id string, ev audit.Event) error {
+	return b.auditLog(ctx).Log(id, ev)
 }
 
 func (b *sandboxBackend) Close() error {

@@ -3,7 +3,9 @@ package daemon
 import (
 	"context"
 	"io"
+	"time"
 
+	"github.com/corral-sandbox/corral/audit"
 	"github.com/corral-sandbox/corral/sandbox/api"
 )
 
@@ -20,8 +22,9 @@ import (
 type Backend interface {
 	// Containerd probes containerd.
 	Containerd(ctx context.Context) api.ContainerdState
-	// Sessions lists the persistent sessions of the state directory
-	// (without Owner, LastUsed or IdleTTLNS, which the daemon adds).
+	// Sessions lists the persistent sessions of the state directory, each
+	// with its idle TTL and latest use from its own record (without
+	// Owner, which the daemon adds).
 	Sessions(ctx context.Context) ([]api.Session, error)
 	// Create makes a persistent session with the capability c.
 	Create(ctx context.Context, c CreateConfig) (api.Session, error)
@@ -51,11 +54,12 @@ type Backend interface {
 	Patch(ctx context.Context, id string) ([]byte, error)
 	// Apply reviews the session's change set, and writes the approved
 	// changes unless r says dry run; with r.Diffs each item carries its
-	// change as a patch. canWrite is called with each
-	// repository directory the apply would write into (repo-relative,
-	// the deepest one that exists) before anything is written; an error
-	// refuses the apply.
-	Apply(ctx context.Context, id string, r api.Apply, canWrite func(repo, dir string) error) (*api.Report, error)
+	// change as a patch. canWrite is called, before anything is
+	// written, with each repository directory the apply would write into
+	// (repo-relative, the deepest one that exists) and the change's file
+	// (repo-relative), which the apply creates, replaces or removes; an
+	// error refuses the apply.
+	Apply(ctx context.Context, id string, r api.Apply, canWrite func(repo, dir, file string) error) (*api.Report, error)
 	// Recover sweeps what a crash left: interrupted applies, containers,
 	// leases and mounts of dead owners.
 	Recover(ctx context.Context) error
@@ -64,8 +68,13 @@ type Backend interface {
 	// whose owner died or passed its deadline. It says what it removed.
 	Sweep(ctx context.Context) ([]string, error)
 	// Adopt opens every persistent session of the state directory: host
-	// mounts re-attached, ready to serve.
+	// mounts re-attached, ready to serve. Adopting is not a use: a
+	// session's idle TTL keeps counting from its latest call.
 	Adopt(ctx context.Context) error
+	// Audit writes ev to the audit log for session id, naming the peer
+	// ctx carries (the daemon's own events: a session ended with its
+	// Pod).
+	Audit(ctx context.Context, id string, ev audit.Event) error
 	// Close lets go of every open session without removing any, then of
 	// containerd.
 	Close() error
@@ -78,10 +87,17 @@ type Backend interface {
 //
 // ProfileData, when set, is the profile file Profile names, as the peer
 // read it: the backend parses these bytes and never opens the file.
+//
+// IdleTTL is the request's idle TTL (0: it named none; the profile's
+// idle_ttl bounds it); a session whose request named none gets the
+// profile's idle_ttl, shortened to DefaultIdleTTL when that is shorter
+// (the daemon's --idle-ttl).
 type CreateConfig struct {
 	api.CreateSession
 	RepoDev, RepoIno uint64
 	ProfileData      []byte
+	IdleTTL          time.Duration
+	DefaultIdleTTL   time.Duration
 }
 
 // FileFailure is a file tool that ran and failed inside the container;

@@ -41,6 +41,9 @@ type Config struct {
 	// Grace is how long SIGTERM waits for calls in flight before
 	// canceling them.
 	Grace time.Duration
+	// MaxSessionsPerUID caps the sessions of one uid but root; 0 for
+	// none.
+	MaxSessionsPerUID int
 	// IdleTTL is a new session's default idle TTL.
 	IdleTTL time.Duration
 	// KubeletRoot, when set, is the kubelet's root directory on the node
@@ -217,15 +220,10 @@ func Run(ctx context.Context, cfg Config, newBackend func(context.Context) (Back
 		fmt.Fprintf(cfg.Log, "corral daemon: sweeping what a crash left: %v\n", err)
 	}
 	srv, err := NewServer(b, Options{Version: cfg.Version, AdminGID: adminGID, MaxRunning: cfg.MaxRunning, QueueWait: cfg.QueueWait,
-		DefaultIdleTTL: cfg.IdleTTL, StateDir: cfg.StateDir, KubeletRoot: cfg.KubeletRoot, Log: cfg.Log})
+		DefaultIdleTTL: cfg.IdleTTL, MaxSessionsPerUID: cfg.MaxSessionsPerUID, StateDir: cfg.StateDir, KubeletRoot: cfg.KubeletRoot, Log: cfg.Log})
 	if err != nil {
 		return err
 	}
-	defer func() {
-		if err := srv.Flush(); err != nil {
-			retErr = errors.Join(retErr, err)
-		}
-	}()
 	if err := b.Adopt(ctx); err != nil {
 		fmt.Fprintf(cfg.Log, "corral daemon: adopting sessions: %v\n", err)
 	}

@@ -19,8 +19,12 @@
 //     SO_PEERGROUPS on the accepted connection, and file access checked as
 //     the caller (setfsuid on a locked, discarded thread, then
 //     faccessat2(AT_EACCESS)).
-//   - owners.go: who owns each session (STATE_DIR/daemon/sessions/ID.json)
-//     and when it was last used.
+//   - owners.go: who owns each session (STATE_DIR/daemon/sessions/ID.json):
+//     a uid, or in Pod mode a Pod — and when it was last used.
+//   - pods.go: Pod mode's lifecycle (Options.KubeletRoot): a deleted Pod's
+//     sessions end, their patches kept under STATE_DIR/patches/<pod uid>/
+//     and served to admins (GET /v1/patches). The caller's Pod and its
+//     volumes are package kubepod's.
 //   - backend_iface.go: Backend, what the handlers need of sessions, in the
 //     API's types; backend.go implements it over packages sandbox and
 //     review and is the only file of the package that calls them.
@@ -29,5 +33,6 @@
 // once per connection (http.Server.ConnContext) and never from a request.
 // A session belongs to the uid that created it; to any other uid but root
 // and the admin group it answers 404 exactly as a session that does not
-// exist.
+// exist. In Pod mode it belongs to the calling Pod instead (its process's
+// cgroup names it), and only that Pod and the admins see it.
 package daemon

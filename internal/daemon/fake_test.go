@@ -17,6 +17,7 @@ import (
 
 	"github.com/containerd/errdefs"
 	"github.com/corral-sandbox/corral/allowlist"
+	"github.com/corral-sandbox/corral/audit"
 	"github.com/corral-sandbox/corral/mounts/changeset"
 	"github.com/corral-sandbox/corral/review"
 	"github.com/corral-sandbox/corral/sandbox/api"
@@ -37,6 +38,8 @@ type fakeBackend struct {
 	// patchDir, when set, is where Remove writes a real patch of the
 	// session's files (as the executor keeps it in STATE_DIR/patches).
 	patchDir string
+	// audited are the events the server wrote through Audit.
+	audited []audit.Event
 }
 
 type fakeSession struct {
@@ -55,6 +58,7 @@ func (f *fakeBackend) get(id string) (*fakeSession, error) {
 	if !ok {
 		return nil, fmt.Errorf("session %s: %w", id, errdefs.ErrNotFound)
 	}
+	s.LastUsed = time.Now().UTC() // a call is a use, as the sandbox's touch
 	return s, nil
 }
 
@@ -81,10 +85,27 @@ func (f *fakeBackend) Create(_ context.Context, c CreateConfig) (api.Session, er
 	defer f.mu.Unlock()
 	f.seq++
 	id := fmt.Sprintf("%012x", 0xa00000+f.seq)
+	// The idle TTL as the sandbox records it: the request's, else the
+	// profile's (24h) shortened to the daemon's default.
+	ttl := c.IdleTTL
+	if ttl == 0 {
+		ttl = 24 * time.Hour
+		if c.DefaultIdleTTL > 0 && c.DefaultIdleTTL < ttl {
+			ttl = c.DefaultIdleTTL
+		}
+	}
+	now := time.Now().UTC().Truncate(time.Second)
 	s := &fakeSession{Session: api.Session{ID: id, Repo: c.Repo, Profile: "docs", ProfileName: "docs", Scope: "openwiki/",
-		Created: time.Now().UTC().Truncate(time.Second), Mounted: true, Version: "test"}, files: map[string]string{}}
+		Created: now, LastUsed: now, IdleTTLNS: int64(ttl), Mounted: true, Version: "test"}, files: map[string]string{}}
 	f.sessions[id] = s
 	return s.Session, nil
+}
+
+func (f *fakeBackend) Audit(_ context.Context, id string, ev audit.Event) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.audited = append(f.audited, ev)
+	return nil
 }
 
 func (f *fakeBackend) Remove(_ context.Context, id string, discard bool) (api.Removed, error) {
@@ -302,7 +323,7 @@ func (f *fakeBackend) Patch(_ context.Context, id string) ([]byte, error) {
 // fakeToken approves every change of the fake.
 const fakeToken = "0123456789abcdef"
 
-func (f *fakeBackend) Apply(_ context.Context, id string, r api.Apply, canWrite func(repo, dir string) error) (*api.Report, error) {
+func (f *fakeBackend) Apply(_ context.Context, id string, r api.Apply, canWrite func(repo, dir, file string) error) (*api.Report, error) {
 	s, err := f.get(id)
 	if err != nil {
 		return nil, err
@@ -327,7 +348,7 @@ func (f *fakeBackend) Apply(_ context.Context, id string, r api.Apply, canWrite 
 		return rep, &review.ConflictError{Problems: []changeset.Problem{{Path: "openwiki/conflict.md", Reason: "exists in the repository"}}}
 	}
 	if !r.DryRun {
-		if err := canWrite(s.Repo, "."); err != nil {
+		if err := canWrite(s.Repo, ".", ""); err != nil {
 			return nil, err
 		}
 		rep.DryRun = false

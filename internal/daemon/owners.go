@@ -9,19 +9,21 @@ import (
 	"path/filepath"
 	"regexp"
 	"sync"
-	"time"
 
 	"github.com/corral-sandbox/corral/sandbox/api"
 )
 
-// owners records, for each session the daemon created, who owns it and
-// how long it may idle, in STATE_DIR/daemon/sessions/<id>.json (0600, in
-// a 0700 directory). The record outlives the daemon, so a restarted one
-// knows whose each session is. A session without a record (made by the
-// CLI, or a crash between the session and its record) belongs to root.
+// owners records, for each session the daemon created, who owns it, in
+// STATE_DIR/daemon/sessions/<id>.json (0600, in a 0700 directory). The
+// record outlives the daemon, so a restarted one knows whose each session
+// is. A session without a record (made by the CLI, or a crash between
+// the session and its record) belongs to root.
 //
-// LastUsed is kept in memory and written at most every ownerFlush, and
-// at shutdown, so that idle expiry survives a restart to within that.
+// How long a session may idle is not the daemon's: it is the session's
+// own record (sandbox.SessionRecord.IdleTTL, its latest use the record's
+// inuse time), one rule whichever process owns the session (see
+// docs/daemon.md, "Idle sessions"). Records written by an older daemon
+// carry idle_ttl_ns and last_used; they are ignored.
 type owners struct {
 	dir string
 
@@ -36,16 +38,9 @@ type ownerRecord struct {
 	// Pod is the owner Pod's UID (Pod mode): the session is "pod:Pod"'s,
 	// whatever uid the Pod's process ran as. Volume is the Pod volume the
 	// repository came from.
-	Pod      string        `json:"pod,omitempty"`
-	Volume   *api.Volume   `json:"volume,omitempty"`
-	IdleTTL  time.Duration `json:"idle_ttl_ns"`
-	LastUsed time.Time     `json:"last_used"`
-
-	written time.Time // when LastUsed was last written
+	Pod    string      `json:"pod,omitempty"`
+	Volume *api.Volume `json:"volume,omitempty"`
 }
-
-// ownerFlush bounds how often a session's LastUsed is written.
-const ownerFlush = 30 * time.Second
 
 var idPattern = regexp.MustCompile(`^[0-9a-f]{12}$`)
 
@@ -72,7 +67,6 @@ func openOwners(stateDir string) (*owners, error) {
 			// An unreadable record: the session falls back to root's.
 			continue
 		}
-		r.written = r.LastUsed
 		o.records[id] = &r
 	}
 	return o, nil
@@ -85,25 +79,32 @@ func cutSuffix(s, suffix string) (string, bool) {
 	return s[:len(s)-len(suffix)], true
 }
 
-// get returns a copy of id's record; a session without one is root's,
-// with the default TTL.
-func (o *owners) get(id string, defaultTTL time.Duration) ownerRecord {
+// get returns a copy of id's record; a session without one is root's.
+func (o *owners) get(id string) ownerRecord {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if r, ok := o.records[id]; ok {
-		cp := *r
-		if cp.IdleTTL <= 0 {
-			cp.IdleTTL = defaultTTL
-		}
-		return cp
+		return *r
 	}
-	return ownerRecord{UID: 0, GID: 0, IdleTTL: defaultTTL}
+	return ownerRecord{UID: 0, GID: 0}
+}
+
+// count returns how many sessions uid owns.
+func (o *owners) count(uid int) int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	n := 0
+	for _, r := range o.records {
+		if r.UID == uid {
+			n++
+		}
+	}
+	return n
 }
 
 // add records a new session's owner, durably, before the session is
 // handed out.
 func (o *owners) add(id string, r ownerRecord) error {
-	r.written = r.LastUsed
 	o.mu.Lock()
 	o.records[id] = &r
 	o.mu.Unlock()
@@ -136,47 +137,6 @@ func (o *owners) write(id string, r ownerRecord) error {
 		return fmt.Errorf("recording the session's owner: %w", err)
 	}
 	return nil
-}
-
-// touch marks id used now; the record is written when the last write is
-// older than ownerFlush.
-func (o *owners) touch(id string, now time.Time) {
-	o.mu.Lock()
-	r, ok := o.records[id]
-	if !ok {
-		r = &ownerRecord{IdleTTL: 0}
-		o.records[id] = r
-	}
-	r.LastUsed = now
-	flush := now.Sub(r.written) >= ownerFlush
-	if flush {
-		r.written = now
-	}
-	cp := *r
-	o.mu.Unlock()
-	if flush {
-		_ = o.write(id, cp)
-	}
-}
-
-// flush writes every record whose LastUsed changed since it was written.
-func (o *owners) flush() error {
-	o.mu.Lock()
-	var ids []string
-	var recs []ownerRecord
-	for id, r := range o.records {
-		if !r.LastUsed.Equal(r.written) {
-			r.written = r.LastUsed
-			ids = append(ids, id)
-			recs = append(recs, *r)
-		}
-	}
-	o.mu.Unlock()
-	var errs []error
-	for i := range ids {
-		errs = append(errs, o.write(ids[i], recs[i]))
-	}
-	return errors.Join(errs...)
 }
 
 // ofPod returns the ids of the sessions Pod uid owns.

@@ -7,14 +7,17 @@ import (
 	"io"
 	"net"
 	"os"
+	"path"
 	"path/filepath"
 	"runtime"
 	"slices"
 	"strconv"
+	"strings"
 	"unsafe"
 
 	"github.com/containerd/errdefs"
 	"github.com/corral-sandbox/corral/internal/kubepod"
+	"github.com/corral-sandbox/corral/internal/rootfs"
 	"golang.org/x/sys/unix"
 )
 
@@ -195,6 +198,9 @@ func openDirAsPeer(p Peer, unsafePath string) (real string, st unix.Stat_t, err 
 	if !filepath.IsAbs(unsafePath) {
 		return "", st, fmt.Errorf("repository %q: %w: want an absolute path", unsafePath, errdefs.ErrInvalidArgument)
 	}
+	if err := noNUL("repository", unsafePath); err != nil {
+		return "", st, err
+	}
 	err = asPeer(p, func() error {
 		fd, err := unix.Open(unsafePath, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 		if err != nil {
@@ -222,6 +228,15 @@ func openDirAsPeer(p Peer, unsafePath string) (real string, st unix.Stat_t, err 
 func checkAsPeer(p Peer, what, path string, mode uint32) error {
 	if err := asPeer(p, func() error { return faccess(unix.AT_FDCWD, path, mode) }); err != nil {
 		return accessError(what, path, p, err)
+	}
+	return nil
+}
+
+// noNUL refuses a host path with a NUL byte, which no system call can
+// take (they answer EINVAL, which would read as corral's own failure).
+func noNUL(what, path string) error {
+	if strings.IndexByte(path, 0) >= 0 {
+		return fmt.Errorf("%s %q: %w: contains a NUL byte", what, path, errdefs.ErrInvalidArgument)
 	}
 	return nil
 }
@@ -299,6 +314,9 @@ func asPeer(p Peer, f func() error) error {
 // the caller could read itself, and reads it once, so no later swap of
 // the path can change what was checked.
 func readFileAsPeer(p Peer, what, path string, max int64) ([]byte, error) {
+	if err := noNUL(what, path); err != nil {
+		return nil, err
+	}
 	var data []byte
 	err := asPeer(p, func() error {
 		f, err := os.OpenFile(path, os.O_RDONLY|unix.O_CLOEXEC|unix.O_NOCTTY|unix.O_NONBLOCK, 0)
@@ -330,4 +348,187 @@ func readFileAsPeer(p Peer, what, path string, max int64) ([]byte, error) {
 		return nil, accessError(what, path, p, err)
 	}
 	return data, nil
+}
+
+// checkCopiedAsPeer checks, as the peer (see asPeer), that it may read
+// everything a new session copies out of the repository at root (the
+// directory openDirAsPeer resolved): the page file when page is set,
+// else every directory (read and search) and regular file (read) of the
+// write directory dir, both repo-relative. The session copies them as
+// root into its write area, owned by the container's uid: unchecked, a
+// caller would read, through its own session's tools, files of another
+// user's openwiki/ that the kernel refuses it (mode 0600, a 0700
+// directory). Links are never followed (the copy takes none either); a
+// part that does not exist has nothing to copy. Root's own calls are not
+// checked.
+func checkCopiedAsPeer(p Peer, root, dir, page string) error {
+	if p.UID == 0 || (dir == "" && page == "") {
+		return nil
+	}
+	var bad string
+	err := asPeer(p, func() error {
+		rfd, err := unix.Open(root, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return err
+		}
+		defer unix.Close(rfd)
+		target := dir
+		if page != "" {
+			target = filepath.Dir(page)
+		}
+		fd, rel, err := openComponentsAsPeer(rfd, target)
+		bad = rel
+		if err != nil || fd < 0 {
+			return err
+		}
+		defer unix.Close(fd)
+		if page != "" {
+			bad = page
+			err := faccessAt(fd, filepath.Base(page), accessRead)
+			if errors.Is(err, unix.ENOENT) {
+				return nil
+			}
+			return err
+		}
+		return walkAsPeer(fd, dir, &bad)
+	})
+	if err != nil {
+		return accessError("repository path", bad, p, err)
+	}
+	return nil
+}
+
+// openComponentsAsPeer opens rel below dirfd one component at a time,
+// never following a link, each directory searched with the thread's
+// credentials. fd is -1 when a component does not exist; rel is how far
+// the walk got.
+func openComponentsAsPeer(dirfd int, rel string) (fd int, at string, err error) {
+	fd, err = unix.Openat(dirfd, ".", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, ".", err
+	}
+	at = "."
+	if rel == "." || rel == "" {
+		return fd, at, nil
+	}
+	for _, name := range strings.Split(rel, "/") {
+		at = filepath.Join(at, name)
+		next, err := unix.Openat(fd, name, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		unix.Close(fd)
+		if errors.Is(err, unix.ENOENT) {
+			return -1, at, nil
+		}
+		if err != nil {
+			return -1, at, err
+		}
+		fd = next
+		if err := faccess(fd, "", accessDir); err != nil {
+			unix.Close(fd)
+			return -1, at, err
+		}
+	}
+	return fd, at, nil
+}
+
+// walkAsPeer checks the directory fd (repo-relative rel) and everything
+// below it: directories readable and searchable, regular files readable.
+// *bad is set to the path being checked.
+func walkAsPeer(fd int, rel string, bad *string) error {
+	*bad = rel
+	if err := faccess(fd, "", accessRead|accessDir); err != nil {
+		return err
+	}
+	d, err := unix.Openat(fd, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	f := os.NewFile(uintptr(d), rel)
+	defer f.Close()
+	names, err := f.Readdirnames(-1)
+	if err != nil {
+		return err
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		*bad = rel + "/" + name
+		var st unix.Stat_t
+		if err := unix.Fstatat(fd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+			if errors.Is(err, unix.ENOENT) {
+				continue
+			}
+			return err
+		}
+		switch st.Mode & unix.S_IFMT {
+		case unix.S_IFREG:
+			if err := faccessAt(fd, name, accessRead); err != nil {
+				return err
+			}
+		case unix.S_IFDIR:
+			sub, err := unix.Openat(fd, name, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+			if err != nil {
+				return err
+			}
+			err = walkAsPeer(sub, rel+"/"+name, bad)
+			unix.Close(sub)
+			if err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// faccessAt is faccess of the entry name of dirfd, never following a
+// link.
+func faccessAt(dirfd int, name string, mode uint32) error {
+	p, err := unix.BytePtrFromString(name)
+	if err != nil {
+		return err
+	}
+	_, _, e := unix.Syscall6(unix.SYS_FACCESSAT2, uintptr(dirfd), uintptr(unsafe.Pointer(p)), uintptr(mode),
+		uintptr(unix.AT_EACCESS|unix.AT_SYMLINK_NOFOLLOW), 0, 0)
+	if e != 0 {
+		return e
+	}
+	return nil
+}
+
+// checkStickyAsPeer applies the kernel's restricted deletion rule to the
+// repository file unsafeRel (repo-relative) that an apply, written as
+// root, would replace or remove: in a directory with the sticky bit (as
+// /tmp), only the file's owner, the directory's owner or a process with
+// CAP_FOWNER may rename over or unlink it (unlink(2), rename(2): EPERM).
+// A file that does not exist yet, or a directory without the sticky bit,
+// passes; neither is resolved through a symbolic link.
+func checkStickyAsPeer(p Peer, repo, unsafeRel string) error {
+	if p.UID == 0 || unsafeRel == "" {
+		return nil
+	}
+	root, err := rootfs.OpenRoot(repo)
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	dst, err := root.Lstat(path.Dir(unsafeRel), rootfs.NoSymlinks)
+	if errors.Is(err, unix.ENOENT) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("repository directory %q: %w", path.Dir(unsafeRel), err)
+	}
+	if dst.Mode&unix.S_ISVTX == 0 {
+		return nil
+	}
+	fst, err := root.Lstat(unsafeRel, rootfs.NoSymlinks)
+	if errors.Is(err, unix.ENOENT) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("repository file %q: %w", unsafeRel, err)
+	}
+	if int(fst.Uid) == p.UID || int(dst.Uid) == p.UID {
+		return nil
+	}
+	return fmt.Errorf("repository file %q: %w: uid %d (the caller) may not replace or remove it (sticky directory, another user's file)",
+		unsafeRel, errdefs.ErrPermissionDenied, p.UID)
 }

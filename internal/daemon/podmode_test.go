@@ -3,10 +3,12 @@ package daemon
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"testing"
 
+	"github.com/corral-sandbox/corral/audit"
 	"github.com/corral-sandbox/corral/sandbox/api"
 	"github.com/stretchr/testify/require"
 )
@@ -123,4 +125,30 @@ func TestPodMode(t *testing.T) {
 	require.Equal(t, pps[0].Files, rec.Files)
 	_, err = b.PodPatch(ctx, s.ID)
 	requireKind(t, err, api.KindRefused, 403)
+	require.Equal(t, []audit.Event{&audit.SessionEnded{Reason: "its owner Pod was deleted", Pod: podA, Patch: pps[0].Path, Files: []string{"openwiki/a.md"}}}, e.fake.audited)
+}
+
+// TestPodModeOwnPod: a process in the daemon's own Pod (kubectl exec into
+// it), whatever its uid, is an admin; a Pod whose identity could not be
+// read is refused.
+func TestPodModeOwnPod(t *testing.T) {
+	const own = "22222222-3333-4444-5555-666666666666"
+	root := kubeletRoot(t)
+	e := newEnv(t, func(o *Options) { o.KubeletRoot = root })
+	e.srv.ownPod = own
+	ctx := context.Background()
+	a, _ := e.client("1000:1000::" + podA)
+	s, err := a.CreateSession(ctx, api.CreateSession{Volume: &api.Volume{Name: "work"}})
+	require.NoError(t, err)
+	inOwn, _ := e.client("1000:1000::" + own)
+	got, err := inOwn.Session(ctx, s.ID)
+	require.NoError(t, err)
+	require.Equal(t, "pod:"+podA, got.OwnedBy)
+	_, err = inOwn.Patches(ctx)
+	require.NoError(t, err)
+
+	require.Error(t, e.srv.refusePeer(Peer{UID: 0, PID: 7, PodErr: errors.New("pid 7: the calling process exited")}))
+	require.ErrorContains(t, e.srv.refusePeer(Peer{UID: 0, PID: 7, PodErr: errors.New("gone")}), "permission denied: telling the caller's Pod (uid 0, pid 7): gone")
+	require.NoError(t, e.srv.refusePeer(Peer{UID: 0, PID: 7}))
+	require.NoError(t, e.srv.refusePeer(Peer{UID: 1000, PID: 7, Pod: podB}))
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/bluekeyes/go-gitdiff/gitdiff"
 	"github.com/containerd/errdefs"
+	"github.com/corral-sandbox/corral/audit"
 	"github.com/corral-sandbox/corral/internal/kubepod"
 	"github.com/corral-sandbox/corral/sandbox/api"
 	"github.com/fsnotify/fsnotify"
@@ -70,7 +71,7 @@ func (s *Server) EndPod(ctx context.Context, uid string) ([]api.PodPatch, error)
 	var out []api.PodPatch
 	var errs []error
 	for _, id := range ids {
-		rec := s.owners.get(id, s.opt.DefaultIdleTTL)
+		rec := s.owners.get(id)
 		pp := api.PodPatch{ID: id, PodUID: uid, Volume: rec.Volume, Ended: s.now().UTC(), Files: []string{}}
 		rm, err := s.removeSession(ctx, id, false)
 		switch {
@@ -103,6 +104,10 @@ func (s *Server) EndPod(ctx context.Context, uid string) ([]api.PodPatch, error)
 		}
 		if len(problems) > 0 {
 			pp.Error = errors.Join(problems...).Error()
+		}
+		ev := &audit.SessionEnded{Reason: "its owner Pod was deleted", Pod: uid, Patch: pp.Path, Files: pp.Files, Error: pp.Error}
+		if err := s.b.Audit(ctx, id, ev); err != nil {
+			errs = append(errs, fmt.Errorf("pod %s: session %s: auditing its end: %w", uid, id, err))
 		}
 		if err := writeJSONFile(filepath.Join(dir, id+".json"), pp); err != nil {
 			errs = append(errs, fmt.Errorf("pod %s: session %s: recording its patch: %w", uid, id, err))

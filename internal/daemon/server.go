@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/containerd/errdefs"
+	"github.com/corral-sandbox/corral/allowlist"
 	"github.com/corral-sandbox/corral/audit"
 	apidoc "github.com/corral-sandbox/corral/docs/api"
 	"github.com/corral-sandbox/corral/internal/kubepod"
@@ -34,6 +35,9 @@ const (
 	maxIdleTTL = 30 * 24 * time.Hour
 	// maxProfile bounds a profile file.
 	maxProfile = 1 << 20
+	// DefaultMaxSessionsPerUID is the daemon's default
+	// --max-sessions-per-uid.
+	DefaultMaxSessionsPerUID = 32
 )
 
 // Options are the server's trusted configuration (the daemon's flags).
@@ -50,6 +54,10 @@ type Options struct {
 	// DefaultIdleTTL is a new session's idle TTL when its request names
 	// none.
 	DefaultIdleTTL time.Duration
+	// MaxSessionsPerUID caps the sessions one uid other than root may
+	// hold at once (each holds host mounts, a write area and containers
+	// created ahead); 0 for no cap.
+	MaxSessionsPerUID int
 	// StateDir holds the daemon's owner records (STATE_DIR/daemon).
 	StateDir string
 	// KubeletRoot, when set, is the kubelet's root directory on the node
@@ -78,6 +86,9 @@ type Server struct {
 	ownPod string
 	// patchesMu serializes the ending of Pods' sessions.
 	patchesMu sync.Mutex
+
+	mu       sync.Mutex
+	creating map[int]int // sessions being created, per uid
 }
 
 // NewServer returns the API server of b. It reads the owner records of
@@ -96,7 +107,8 @@ func NewServer(b Backend, opt Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{opt: opt, b: b, owners: o, lim: newLimiter(opt.MaxRunning, opt.QueueWait), mux: http.NewServeMux(), now: time.Now}
+	s := &Server{opt: opt, b: b, owners: o, lim: newLimiter(opt.MaxRunning, opt.QueueWait), mux: http.NewServeMux(), now: time.Now,
+		creating: map[int]int{}}
 	if opt.KubeletRoot != "" {
 		if !filepath.IsAbs(opt.KubeletRoot) {
 			return nil, fmt.Errorf("kubelet root %q: %w: want an absolute path", opt.KubeletRoot, errdefs.ErrInvalidArgument)
@@ -329,11 +341,10 @@ func errNoSession(id string) error {
 func (s *Server) session(w http.ResponseWriter, r *http.Request) (string, bool) {
 	id := r.PathValue("id")
 	p, _ := peerOf(r.Context())
-	if !idPattern.MatchString(id) || !s.visible(p, s.owners.get(id, s.opt.DefaultIdleTTL)) {
+	if !idPattern.MatchString(id) || !s.visible(p, s.owners.get(id)) {
 		s.fail(w, r, errNoSession(id))
 		return "", false
 	}
-	s.owners.touch(id, s.now())
 	return id, true
 }
 
@@ -384,7 +395,7 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p, _ := peerOf(r.Context())
-	ttl := s.opt.DefaultIdleTTL
+	var ttl time.Duration // none named: the profile's, at most opt.DefaultIdleTTL
 	if req.IdleTTL != "" {
 		d, err := time.ParseDuration(req.IdleTTL)
 		if err != nil || d <= 0 || d > maxIdleTTL {
@@ -393,7 +404,13 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 		}
 		ttl = d
 	}
-	cfg := CreateConfig{CreateSession: req}
+	rsv, err := s.reserveSession(p)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	defer rsv.release()
+	cfg := CreateConfig{CreateSession: req, IdleTTL: ttl, DefaultIdleTTL: s.opt.DefaultIdleTTL}
 	isFile := strings.ContainsRune(req.Profile, '/') || strings.HasSuffix(req.Profile, ".yaml")
 	if err := s.checkPodCreate(p, req, isFile); err != nil {
 		s.fail(w, r, err)
@@ -430,14 +447,24 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		cfg.Repo, cfg.RepoDev, cfg.RepoIno = real, uint64(st.Dev), st.Ino
+		// What the session copies out of the repository (its write
+		// directory, or its page) it copies as root: the caller must be
+		// able to read it all itself. A scope the allowlist refuses is
+		// refused by the backend, with its own message. (A Pod's volume
+		// is the Pod's own, whole.)
+		if scope, err := allowlist.NewScope(allowlist.ScopeConfig{Dir: req.Scope, Page: req.Page, AgentID: req.AgentID, ReadOnly: req.ReadOnly}); err == nil && !req.ReadOnly {
+			if err := checkCopiedAsPeer(p, real, scope.Dir, scope.Page); err != nil {
+				s.fail(w, r, err)
+				return
+			}
+		}
 	}
 	sess, err := s.b.Create(r.Context(), cfg)
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	now := s.now()
-	if err := s.owners.add(sess.ID, ownerRecord{UID: p.UID, GID: p.GID, Pod: p.Pod, Volume: req.Volume, IdleTTL: ttl, LastUsed: now}); err != nil {
+	if err := rsv.record(sess.ID, ownerRecord{UID: p.UID, GID: p.GID, Pod: p.Pod, Volume: req.Volume}); err != nil {
 		// Without its owner record the session would be root's: remove it.
 		_, rerr := s.b.Remove(context.WithoutCancel(r.Context()), sess.ID, true)
 		s.fail(w, r, errors.Join(err, rerr))
@@ -470,17 +497,84 @@ func (s *Server) checkPodCreate(p Peer, req api.CreateSession, profileFile bool)
 	return nil
 }
 
+// ErrTooManySessions is a creation over the daemon's
+// --max-sessions-per-uid. It wraps errdefs.ErrResourceExhausted (422
+// limit).
+type ErrTooManySessions struct {
+	UID, Max int
+}
+
+func (e *ErrTooManySessions) Error() string {
+	return fmt.Sprintf("sessions of uid %d: %d already, the daemon's --max-sessions-per-uid; remove one first", e.UID, e.Max)
+}
+
+// Unwrap returns errdefs.ErrResourceExhausted.
+func (e *ErrTooManySessions) Unwrap() error { return errdefs.ErrResourceExhausted }
+
+// reservation is one creation counted against MaxSessionsPerUID until
+// its owner record is added (record) or it fails (release).
+type reservation struct {
+	s    *Server
+	uid  int
+	done bool
+}
+
+// reserveSession counts a creation for p's uid against
+// MaxSessionsPerUID — its recorded sessions and those being created, so
+// that parallel requests cannot overshoot — before anything is read or
+// made. The caller must call release (a no-op after record).
+func (s *Server) reserveSession(p Peer) (*reservation, error) {
+	rsv := &reservation{s: s, uid: p.UID}
+	if p.UID == 0 || s.opt.MaxSessionsPerUID <= 0 {
+		rsv.done = true
+		return rsv, nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.owners.count(p.UID)+s.creating[p.UID] >= s.opt.MaxSessionsPerUID {
+		return nil, &ErrTooManySessions{UID: p.UID, Max: s.opt.MaxSessionsPerUID}
+	}
+	s.creating[p.UID]++
+	return rsv, nil
+}
+
+// record adds the new session's owner record and ends the reservation
+// at once (one lock: the session is never counted twice, nor not at
+// all).
+func (r *reservation) record(id string, rec ownerRecord) error {
+	r.s.mu.Lock()
+	defer r.s.mu.Unlock()
+	r.end()
+	return r.s.owners.add(id, rec)
+}
+
+// release ends a reservation that recorded nothing.
+func (r *reservation) release() {
+	r.s.mu.Lock()
+	defer r.s.mu.Unlock()
+	r.end()
+}
+
+// end drops the reservation's count; s.mu held.
+func (r *reservation) end() {
+	if r.done {
+		return
+	}
+	r.done = true
+	if r.s.creating[r.uid]--; r.s.creating[r.uid] == 0 {
+		delete(r.s.creating, r.uid)
+	}
+}
+
 // annotate adds the daemon's own fields to a backend session.
 func (s *Server) annotate(sess api.Session) api.Session {
-	rec := s.owners.get(sess.ID, s.opt.DefaultIdleTTL)
+	rec := s.owners.get(sess.ID)
 	sess.Owner = rec.UID
 	sess.OwnedBy = fmt.Sprintf("uid:%d", rec.UID)
 	if rec.Pod != "" {
 		sess.OwnedBy = "pod:" + rec.Pod
 	}
 	sess.Volume = rec.Volume
-	sess.IdleTTLNS = int64(rec.IdleTTL)
-	sess.LastUsed = rec.LastUsed
 	if sess.LastUsed.IsZero() {
 		sess.LastUsed = sess.Created
 	}
@@ -497,7 +591,7 @@ func (s *Server) visibleSessions(ctx context.Context) ([]api.Session, error) {
 	out := []api.Session{}
 	for _, sess := range all {
 		sess = s.annotate(sess)
-		if s.visible(p, s.owners.get(sess.ID, s.opt.DefaultIdleTTL)) {
+		if s.visible(p, s.owners.get(sess.ID)) {
 			out = append(out, sess)
 		}
 	}
@@ -627,9 +721,6 @@ func (s *Server) PruneExpired(ctx context.Context) (api.Pruned, error) {
 	}
 	return s.pruneSessions(ctx, all, nil, false)
 }
-
-// Flush writes the sessions' last-use times (at shutdown).
-func (s *Server) Flush() error { return s.owners.flush() }
 
 // ForgetMissing drops owner records of sessions that no longer exist.
 func (s *Server) ForgetMissing(ctx context.Context) error {
@@ -864,9 +955,13 @@ func (s *Server) apply(w http.ResponseWriter, r *http.Request) {
 	}
 	p, _ := peerOf(r.Context())
 	// The daemon writes as root: each directory written into must be one
-	// the caller could write itself.
-	canWrite := func(repo, dir string) error {
-		return checkAsPeer(p, "repository directory", joinRepo(repo, dir), accessWrite|accessDir)
+	// the caller could write itself, and each file replaced or removed
+	// one it could replace or remove.
+	canWrite := func(repo, dir, file string) error {
+		if err := checkAsPeer(p, "repository directory", joinRepo(repo, dir), accessWrite|accessDir); err != nil {
+			return err
+		}
+		return checkStickyAsPeer(p, repo, file)
 	}
 	rep, err := s.b.Apply(r.Context(), id, req, canWrite)
 	if err != nil {

@@ -605,6 +605,10 @@ func TestRequestsAreStrict(t *testing.T) {
 		{"GET", "/v1/nothing", "", "", 404, "not_found"},
 		{"PUT", "/v1/version", "", "", 405, "method_not_allowed"},
 		{"GET", "/v1/sessions/../../etc", "", "", 404, "not_found"},
+		// A NUL byte in a host path is the caller's mistake, not corral's
+		// failure.
+		{"POST", "/v1/sessions", "application/json", `{"repo":"/tmp\u0000/x"}`, 400, "invalid"},
+		{"POST", "/v1/sessions", "application/json", `{"repo":"/tmp","profile":"/tmp/p\u0000.yaml"}`, 400, "invalid"},
 	} {
 		status, body := e.raw(tc.method, tc.path, tc.ct, tc.body)
 		require.Equal(t, tc.status, status, "%s %s: %s", tc.method, tc.path, clipS(body))
@@ -649,3 +653,58 @@ func TestErrorKinds(t *testing.T) {
 }
 
 func bufioReader(r io.Reader) *bufio.Reader { return bufio.NewReader(r) }
+
+// TestSessionsPerUIDCapped: one uid holds at most MaxSessionsPerUID
+// sessions, however many requests it sends at once: the ones over are
+// refused (422 limit, naming the flag) before anything is made; another
+// uid and root are not held back by it; a removed session frees its
+// place.
+func TestSessionsPerUIDCapped(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("creating a session as another uid checks the repository as that uid (setfsuid), which needs root")
+	}
+	e := newEnv(t, func(o *Options) { o.MaxSessionsPerUID = 3 })
+	ctx := context.Background()
+	alice, _ := e.client("1001:1001")
+	bob, _ := e.client("1002:1002")
+	root, _ := e.client("0:0")
+
+	const n = 12
+	errs := make(chan error, n)
+	ids := make(chan string, n)
+	for range n {
+		go func() {
+			s, err := alice.CreateSession(ctx, api.CreateSession{Repo: e.repo})
+			if err == nil {
+				ids <- s.ID
+			}
+			errs <- err
+		}()
+	}
+	var refused int
+	for range n {
+		if err := <-errs; err != nil {
+			requireKind(t, err, api.KindLimit, 422)
+			require.Equal(t, "sessions of uid 1001: 3 already, the daemon's --max-sessions-per-uid; remove one first", err.Error())
+			refused++
+		}
+	}
+	require.Equal(t, n-3, refused)
+	list, err := alice.Sessions(ctx)
+	require.NoError(t, err)
+	require.Len(t, list, 3)
+	all, err := root.Sessions(ctx)
+	require.NoError(t, err)
+	require.Len(t, all, 3, "a refused creation makes nothing")
+
+	_, err = bob.CreateSession(ctx, api.CreateSession{Repo: e.repo})
+	require.NoError(t, err, "another uid has its own places")
+	for range 4 {
+		_, err = root.CreateSession(ctx, api.CreateSession{Repo: e.repo})
+		require.NoError(t, err, "root is not capped")
+	}
+	_, err = alice.RemoveSession(ctx, <-ids)
+	require.NoError(t, err)
+	_, err = alice.CreateSession(ctx, api.CreateSession{Repo: e.repo})
+	require.NoError(t, err, "a removed session frees its place")
+}

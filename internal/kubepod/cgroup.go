@@ -30,11 +30,13 @@ var (
 // Each line is "hierarchy-ID:controllers:path" (cgroups(7)); in each path
 // the first component that is a Pod's cgroup counts, and only below a
 // kubepods component (the kubelet's root cgroup: "kubepods" or
-// "kubepods.slice", anywhere in the path, so a path relative to another
-// cgroup namespace's root, "/../../kubepods/...", is read too). Deeper
-// components are never looked at: a container can only nest cgroups below
-// its own. Lines that name no Pod ("/" in a hierarchy the kubelet does not
-// use) are skipped; two lines that name different Pods are an error.
+// "kubepods.slice", anywhere in the path) or after the ".." components the
+// kernel writes when the process is outside the reader's cgroup namespace
+// (a daemon in a private cgroup namespace below kubepods sees another
+// Pod's process as "/../../pod<UID>/<container>"). Deeper components are
+// never looked at: a container can only nest cgroups below its own. Lines
+// that name no Pod ("/" in a hierarchy the kubelet does not use) are
+// skipped; two lines that name different Pods are an error.
 func UIDFromCgroup(text []byte) (string, error) {
 	var found string
 	sc := bufio.NewScanner(bytes.NewReader(text))
@@ -64,7 +66,7 @@ func UIDFromCgroup(text []byte) (string, error) {
 
 // uidFromPath returns the Pod UID of one cgroup path, or "".
 func uidFromPath(p string) string {
-	underKubepods := false
+	underKubepods := strings.HasPrefix(p, "/../")
 	for _, c := range strings.Split(p, "/") {
 		if !underKubepods {
 			underKubepods = c == "kubepods" || c == "kubepods.slice"

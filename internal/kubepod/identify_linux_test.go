@@ -1,6 +1,7 @@
 package kubepod
 
 import (
+	"errors"
 	"os"
 	"os/exec"
 	"testing"
@@ -31,4 +32,16 @@ func TestIdentifyGone(t *testing.T) {
 	require.NoError(t, cmd.Wait())
 	_, err = Identify("/proc", pidfd)
 	require.ErrorIs(t, err, ErrGone)
+}
+
+// BenchmarkIdentify is what Pod mode adds to each connection.
+func BenchmarkIdentify(b *testing.B) {
+	pidfd, err := unix.PidfdOpen(os.Getpid(), 0)
+	require.NoError(b, err)
+	defer unix.Close(pidfd)
+	for b.Loop() {
+		if _, err := Identify("/proc", pidfd); !errors.Is(err, ErrNoPod) {
+			b.Fatal(err)
+		}
+	}
 }

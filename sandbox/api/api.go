@@ -105,8 +105,11 @@ type CreateSession struct {
 	// ReadOnly sessions may write nothing.
 	ReadOnly bool `json:"read_only,omitempty"`
 	// IdleTTL is how long the session may stay unused before prune
-	// removes it: a Go duration string ("24h"); "" means the daemon's
-	// default. Its change set is kept as a patch file when it is removed.
+	// removes it: a Go duration string ("24h"), at least 1s and at most
+	// the profile's idle_ttl (default 24h); "" means the profile's,
+	// shortened to the daemon's --idle-ttl. It is kept in the session's
+	// own record, so it holds whether or not a daemon runs. Its change
+	// set is kept as a patch file when it is removed.
 	IdleTTL string `json:"idle_ttl,omitempty"`
 }
 

@@ -26,10 +26,10 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"time"
 
+	"github.com/corral-sandbox/corral/internal/kubepod"
 	"golang.org/x/sys/unix"
 )
 
@@ -99,21 +99,22 @@ func handle(c *net.UnixConn) {
 	fmt.Fprintf(c, "echo %s %s\n", msg, peer)
 }
 
-var podUID = regexp.MustCompile(`/pod([0-9a-f]{8}[-_][0-9a-f]{4}[-_][0-9a-f]{4}[-_][0-9a-f]{4}[-_][0-9a-f]{12})(/|\.slice|$)`)
-
-// podOf returns the Pod UID in pid's cgroup path, or "?".
+// podOf returns the Pod UID in pid's cgroup path (package kubepod, as
+// corral's daemon reads it), or "?".
 func podOf(pid int32) string {
 	if pid <= 0 {
 		return "?"
 	}
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
+	pidfd, err := unix.PidfdOpen(int(pid), 0)
 	if err != nil {
 		return "?"
 	}
-	if m := podUID.FindSubmatch(b); m != nil {
-		return strings.ReplaceAll(string(m[1]), "_", "-")
+	defer unix.Close(pidfd)
+	uid, err := kubepod.Identify("/proc", pidfd)
+	if err != nil {
+		return "?"
 	}
-	return "?"
+	return uid
 }
 
 func call(path, msg string, wait time.Duration) error {
