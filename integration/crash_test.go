@@ -394,3 +394,39 @@ func TestSessionStateWithoutContainerd(t *testing.T) {
 	_, stderr, code = corralCmd(t, "session", "rm", id)
 	require.Equal(t, 0, code, stderr)
 }
+
+// TestCallSurvivesAContainerThatDiedAhead: a container made ahead whose
+// init dies while it waits (the kernel's OOM killer in a tight memory
+// cgroup did it in CI; here SIGKILL) ran nothing, so the call runs on a
+// new container instead of failing with the runtime's "cannot start a
+// container that has stopped".
+func TestCallSurvivesAContainerThatDiedAhead(t *testing.T) {
+	e := testutil.Executor(t)
+	ctx := e.Context(context.Background())
+	s := newSessionOn(t, e, demoRepo(t))
+	run(t, s, "ls")
+	s.Idle() // the pool refilled: containers made ahead wait, created
+	cs, err := e.Client().Containers(ctx, fmt.Sprintf("labels.%q==%s", sandbox.LabelSession, s.ID))
+	require.NoError(t, err)
+	killed := 0
+	for _, c := range cs {
+		task, err := c.Task(ctx, nil)
+		if err != nil {
+			continue
+		}
+		if st, err := task.Status(ctx); err == nil && st.Status == containerd.Created {
+			require.NoError(t, syscall.Kill(int(task.Pid()), syscall.SIGKILL))
+			require.Eventually(t, func() bool {
+				st, err := task.Status(ctx)
+				return err == nil && st.Status == containerd.Stopped
+			}, 10*time.Second, 20*time.Millisecond)
+			killed++
+		}
+	}
+	require.NotZero(t, killed, "no container was made ahead")
+	for range killed + 1 {
+		res := run(t, s, "ls")
+		require.Equal(t, 0, res.ExitCode)
+		require.Contains(t, out(res), "README.md")
+	}
+}

@@ -13,6 +13,20 @@ import (
 // of a call during which containerd stopped answering.
 var ErrContainerdGone = errors.New("containerd stopped answering")
 
+// errNotStarted is wrapped by the error of a call whose container made
+// ahead had died before its start (its init killed while it waited —
+// the kernel's OOM killer in a tight memory cgroup, a killed shim — so
+// the runtime answers "cannot start a container that has stopped", or
+// containerd no longer knows the task): the tool never ran.
+var errNotStarted = errors.New("the container died before it was started")
+
+// notStartedError is a start's error, its text unchanged, that also
+// wraps errNotStarted.
+type notStartedError struct{ err error }
+
+func (e *notStartedError) Error() string   { return e.err.Error() }
+func (e *notStartedError) Unwrap() []error { return []error{errNotStarted, e.err} }
+
 // wrapContainerd returns err with context: when containerd stopped
 // answering (the gRPC connection broke: codes.Unavailable), one line
 // saying what happened and what to do, wrapping ErrContainerdGone and

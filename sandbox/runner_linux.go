@@ -329,7 +329,14 @@ func (r *runner) wait(ctx context.Context, c *container, argv []string, stdout, 
 	res := &Result{Argv: argv}
 	start := time.Now()
 	if err := c.task.Start(cctx); err != nil {
-		return nil, r.e.wrapContainerd("starting task "+c.id, err)
+		err = r.e.wrapContainerd("starting task "+c.id, err)
+		// A start refused because the task had already stopped (or is
+		// gone) ran nothing: the runtime opens the exec FIFO that lets
+		// the init exec the tool only after it checked the init lives.
+		if st, serr := c.task.Status(cctx); errdefs.IsNotFound(err) || errdefs.IsNotFound(serr) || (serr == nil && st.Status == containerd.Stopped) {
+			return nil, &notStartedError{err}
+		}
+		return nil, err
 	}
 	timer := time.NewTimer(lim.Timeout)
 	defer timer.Stop()

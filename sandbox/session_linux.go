@@ -468,6 +468,19 @@ func (s *Session) call(ctx context.Context, req initctl.Request, stdout, stderr 
 		}
 	}
 	res, err := s.runner.start(ctx, c, req, stdout, stderr)
+	if errors.Is(err, errNotStarted) && ctx.Err() == nil {
+		// The container made ahead died while it waited: nothing ran,
+		// so the call runs once on a new one.
+		s.bg.Add(1)
+		go func(c *container) {
+			defer s.bg.Done()
+			s.runner.destroy(c)
+		}(c)
+		if c, err = s.runner.create(ctx); err != nil {
+			return nil, err
+		}
+		res, err = s.runner.start(ctx, c, req, stdout, stderr)
+	}
 	s.bg.Add(1)
 	go func() {
 		defer s.bg.Done()

@@ -135,7 +135,7 @@ STATE-DIR/patches/.`,
 					return refusalOr(err)
 				}
 				defer sess.Close()
-				rec = *sess.Record()
+				rec = printable(*sess.Record())
 			}
 			if asJSON {
 				return writeJSON(cmd.OutOrStdout(), &rec)
@@ -364,7 +364,19 @@ func listSessions(cmd *cobra.Command, g *globalFlags) ([]sandbox.SessionInfo, er
 	if err != nil {
 		return nil, &exitError{code: exitFailed, err: err}
 	}
+	for i := range list {
+		list[i].SessionRecord = printable(list[i].SessionRecord)
+	}
 	return list, nil
+}
+
+// printable is a session record as the CLI prints it: without the
+// repository's device and inode, which the record keeps for its own
+// identity check when mounts are made again (they are not part of what
+// a session is to its user, and the daemon's API does not carry them).
+func printable(rec sandbox.SessionRecord) sandbox.SessionRecord {
+	rec.RepoDev, rec.RepoIno = 0, 0
+	return rec
 }
 
 // rmOutput is `session rm --json`'s result: the sessions removed, and
