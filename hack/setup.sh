@@ -87,6 +87,12 @@ if [ "${CI:-}" = true ]; then
 	# The daemon's examples (Python, Node) and its socket-activation test.
 	want python3 python3
 	want systemd-socket-activate systemd
+	# The Kubernetes phase (make kube, hack/kube/cluster.sh).
+	want kubectl kubectl
+	want openssl openssl
+	want curl curl
+	want ip iproute2
+	want nsenter util-linux
 fi
 # One apt-get call, each package once.
 mapfile -t need < <(printf '%s\n' "${need[@]}" | sed '/^$/d' | sort -u)
