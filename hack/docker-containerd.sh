@@ -51,6 +51,13 @@ start() {
 	fi
 	mkdir -p "$DATA" "$RUN"
 	if ! docker_answers; then
+		# dockerd binds its data root onto itself at start (to make it
+		# shared) and unmounts it at a clean stop; one that died left the
+		# bind, which the next dockerd would take as the host's and never
+		# remove. No dockerd answers here, so it is a leftover.
+		while awk '{print $5}' /proc/self/mountinfo | grep -qx "$DATA"; do
+			umount "$DATA" || umount -l "$DATA"
+		done
 		echo "docker-containerd: starting dockerd (log: $RUN/dockerd.log)" >&2
 		# --config-file: an empty file, so /etc/docker/daemon.json (if any)
 		# cannot add a bridge, iptables rules or a registry mirror.
