@@ -396,67 +396,69 @@ func entries(es []fsop.Entry) []api.Entry {
 	return out
 }
 
-func (b *sandboxBackend) Read(ctx context.Context, id string, r api.Read) (*api.ReadResult, error) {
+// onSession runs one file tool on session id: the session the caller may
+// use, its call cancelled when the session is removed meanwhile, and the
+// tool's failure as the API reports it.
+func onSession[T any](b *sandboxBackend, ctx context.Context, id string, op func(context.Context, *sandbox.Session) (T, error)) (T, error) {
+	var zero T
 	s, err := b.session(ctx, id)
 	if err != nil {
-		return nil, err
+		return zero, err
 	}
 	ctx, done := b.callContext(ctx, id)
 	defer done()
-	res, err := s.Read(ctx, r.Path, sandbox.ReadOptions{Offset: r.Offset, Limit: r.Limit, Bytes: r.Unit == "bytes"})
+	res, err := op(ctx, s)
 	if err != nil {
-		return nil, callErr(ctx, id, fileErr(err))
+		return zero, callErr(ctx, id, fileErr(err))
+	}
+	return res, nil
+}
+
+// orRoot is a file tool's path, "" meaning the repository's root.
+func orRoot(p string) string {
+	if p == "" {
+		return "."
+	}
+	return p
+}
+
+func (b *sandboxBackend) Read(ctx context.Context, id string, r api.Read) (*api.ReadResult, error) {
+	res, err := onSession(b, ctx, id, func(ctx context.Context, s *sandbox.Session) (*fsop.ReadResult, error) {
+		return s.Read(ctx, r.Path, sandbox.ReadOptions{Offset: r.Offset, Limit: r.Limit, Bytes: r.Unit == "bytes"})
+	})
+	if err != nil {
+		return nil, err
 	}
 	out := api.ReadResult(*res)
 	return &out, nil
 }
 
 func (b *sandboxBackend) List(ctx context.Context, id string, r api.List) (*api.ListResult, error) {
-	s, err := b.session(ctx, id)
+	res, err := onSession(b, ctx, id, func(ctx context.Context, s *sandbox.Session) (*fsop.ListResult, error) {
+		return s.List(ctx, orRoot(r.Path))
+	})
 	if err != nil {
 		return nil, err
-	}
-	p := r.Path
-	if p == "" {
-		p = "."
-	}
-	ctx, done := b.callContext(ctx, id)
-	defer done()
-	res, err := s.List(ctx, p)
-	if err != nil {
-		return nil, callErr(ctx, id, fileErr(err))
 	}
 	return &api.ListResult{Path: res.Path, Entries: entries(res.Entries), Truncated: res.Truncated}, nil
 }
 
 func (b *sandboxBackend) Glob(ctx context.Context, id string, r api.Glob) (*api.GlobResult, error) {
-	s, err := b.session(ctx, id)
+	res, err := onSession(b, ctx, id, func(ctx context.Context, s *sandbox.Session) (*fsop.GlobResult, error) {
+		return s.Glob(ctx, r.Pattern, r.Max)
+	})
 	if err != nil {
 		return nil, err
-	}
-	ctx, done := b.callContext(ctx, id)
-	defer done()
-	res, err := s.Glob(ctx, r.Pattern, r.Max)
-	if err != nil {
-		return nil, callErr(ctx, id, fileErr(err))
 	}
 	return &api.GlobResult{Pattern: res.Pattern, Matches: entries(res.Matches), Truncated: res.Truncated}, nil
 }
 
 func (b *sandboxBackend) Search(ctx context.Context, id string, r api.Search) (*api.SearchResult, error) {
-	s, err := b.session(ctx, id)
+	res, err := onSession(b, ctx, id, func(ctx context.Context, s *sandbox.Session) (*fsop.SearchResult, error) {
+		return s.Search(ctx, r.Regexp, orRoot(r.Path), sandbox.SearchOptions{Include: r.Include, IgnoreCase: r.IgnoreCase, MaxResults: r.Max})
+	})
 	if err != nil {
 		return nil, err
-	}
-	p := r.Path
-	if p == "" {
-		p = "."
-	}
-	ctx, done := b.callContext(ctx, id)
-	defer done()
-	res, err := s.Search(ctx, r.Regexp, p, sandbox.SearchOptions{Include: r.Include, IgnoreCase: r.IgnoreCase, MaxResults: r.Max})
-	if err != nil {
-		return nil, callErr(ctx, id, fileErr(err))
 	}
 	out := &api.SearchResult{Pattern: res.Pattern, Path: res.Path, Matches: make([]api.Match, len(res.Matches)), Truncated: res.Truncated,
 		FilesSearched: res.FilesSearched, SkippedBinary: res.SkippedBinary, SkippedLarge: res.SkippedLarge}
@@ -467,30 +469,22 @@ func (b *sandboxBackend) Search(ctx context.Context, id string, r api.Search) (*
 }
 
 func (b *sandboxBackend) Write(ctx context.Context, id string, r api.Write, content []byte) (*api.WriteResult, error) {
-	s, err := b.session(ctx, id)
+	res, err := onSession(b, ctx, id, func(ctx context.Context, s *sandbox.Session) (*fsop.WriteResult, error) {
+		return s.Write(ctx, r.Path, content, r.ExpectedSHA256)
+	})
 	if err != nil {
 		return nil, err
-	}
-	ctx, done := b.callContext(ctx, id)
-	defer done()
-	res, err := s.Write(ctx, r.Path, content, r.ExpectedSHA256)
-	if err != nil {
-		return nil, callErr(ctx, id, fileErr(err))
 	}
 	out := api.WriteResult(*res)
 	return &out, nil
 }
 
 func (b *sandboxBackend) Edit(ctx context.Context, id string, r api.Edit) (*api.WriteResult, error) {
-	s, err := b.session(ctx, id)
+	res, err := onSession(b, ctx, id, func(ctx context.Context, s *sandbox.Session) (*fsop.WriteResult, error) {
+		return s.Edit(ctx, r.Path, r.Old, r.New, r.ExpectedSHA256, r.All)
+	})
 	if err != nil {
 		return nil, err
-	}
-	ctx, done := b.callContext(ctx, id)
-	defer done()
-	res, err := s.Edit(ctx, r.Path, r.Old, r.New, r.ExpectedSHA256, r.All)
-	if err != nil {
-		return nil, callErr(ctx, id, fileErr(err))
 	}
 	out := api.WriteResult(*res)
 	return &out, nil
