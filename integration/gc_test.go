@@ -48,6 +48,10 @@ func TestCrashSupervisorChild(t *testing.T) {
 		_, err := testutil.ExecWithoutPolicy(context.Background(), s, []string{"probe", "sleep", "0s"}, os.Stdout, os.Stderr)
 		require.NoError(t, err)
 		if mode == "created" {
+			// The parent looks for a created container only now: before,
+			// the first call's own container is "created" for a moment
+			// on its way to being started, run and deleted.
+			require.NoError(t, os.WriteFile(os.Getenv("CORRAL_IT_CRASH_READY"), nil, 0o644))
 			time.Sleep(5 * time.Minute)
 		}
 		// "creating": once the pool holds a created container, arm the
@@ -126,6 +130,8 @@ func testGCAfterSupervisorKill(t *testing.T, rt testRuntime, mode string) {
 		// Whatever happens, never leave a create held.
 		t.Cleanup(func() { _ = os.WriteFile(filepath.Join(gate, "go"), nil, 0o644) })
 	}
+	ready := filepath.Join(t.TempDir(), "ready")
+	child.Env = append(child.Env, "CORRAL_IT_CRASH_READY="+ready)
 	child.Stdout, child.Stderr = os.Stderr, os.Stderr
 	require.NoError(t, child.Start())
 	defer child.Process.Kill()
@@ -138,6 +144,13 @@ func testGCAfterSupervisorKill(t *testing.T, rt testRuntime, mode string) {
 	running, childSession := "", ""
 	var ids []string
 	for running == "" {
+		require.True(t, time.Now().Before(deadline), "the child never had a %s container", mode)
+		if mode == "created" || mode == "orphaned" {
+			if _, err := os.Stat(ready); err != nil {
+				time.Sleep(100 * time.Millisecond)
+				continue
+			}
+		}
 		ids = nil
 		cs, err := e.Client().Containers(ctx, filter)
 		require.NoError(t, err)
@@ -158,7 +171,6 @@ func testGCAfterSupervisorKill(t *testing.T, rt testRuntime, mode string) {
 				}
 			}
 		}
-		require.True(t, time.Now().Before(deadline), "the child never had a %s container", mode)
 		time.Sleep(100 * time.Millisecond)
 	}
 	require.NoError(t, child.Process.Signal(syscall.SIGKILL))
