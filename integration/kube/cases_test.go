@@ -263,7 +263,7 @@ func (w *taskStarts) settle(want map[string]int, timeout time.Duration) map[stri
 
 // testV is what `go test -v` printed of TestCasesInPod.
 type testV struct {
-	order    []string // case ids, as first reported
+	order    []string // case ids, as first run
 	cases    map[string]*caseResult
 	subtests int  // below the cases
 	skipped  int  // of those
@@ -302,6 +302,7 @@ func parseTestV(out string) testV {
 			cur = ""
 			if rest, ok := strings.CutPrefix(m[1], "TestCasesInPod/"); ok {
 				cur, _, _ = strings.Cut(rest, "/")
+				result(cur)
 			}
 			continue
 		}
@@ -337,4 +338,42 @@ func tail(s string, n int) string {
 		ls = ls[len(ls)-n:]
 	}
 	return strings.Join(ls, "\n")
+}
+
+// TestParseTestV: the Pod's verdict is read case by case from go test
+// -v's streamed output (what it prints, its results after the parent),
+// so that a failed case fails its subtest with its own messages.
+func TestParseTestV(t *testing.T) {
+	out := `=== RUN   TestCasesInPod
+=== RUN   TestCasesInPod/A
+=== PAUSE TestCasesInPod/A
+=== RUN   TestCasesInPod/B
+=== PAUSE TestCasesInPod/B
+=== NAME  TestCasesInPod
+    daemon_cases_test.go:108: 2 of 3 cases make calls through the daemon
+=== CONT  TestCasesInPod/A
+=== RUN   TestCasesInPod/A/argv0
+=== CONT  TestCasesInPod/B
+=== RUN   TestCasesInPod/B/argv0
+    daemon_cases_test.go:180: git profile: in Pod mode a session names a built-in profile only
+=== NAME  TestCasesInPod/A/argv0
+    cases_harness_test.go:680: argv ["cat" ".env"] ran
+        more
+--- FAIL: TestCasesInPod (0.00s)
+    --- FAIL: TestCasesInPod/A (0.01s)
+        --- FAIL: TestCasesInPod/A/argv0 (0.01s)
+    --- PASS: TestCasesInPod/B (0.01s)
+        --- SKIP: TestCasesInPod/B/argv0 (0.00s)
+FAIL
+`
+	v := parseTestV(out)
+	if v.passed || strings.Join(v.order, " ") != "A B" || v.subtests != 2 || v.skipped != 1 {
+		t.Fatalf("parsed %+v", v)
+	}
+	if a := v.cases["A"]; a.verdict != "FAIL" || !strings.Contains(strings.Join(a.lines, "\n"), `argv ["cat" ".env"] ran`) {
+		t.Errorf("A: %+v", a)
+	}
+	if b := v.cases["B"]; b.verdict != "PASS" || len(b.lines) != 1 {
+		t.Errorf("B: %+v", b)
+	}
 }
