@@ -123,7 +123,11 @@ func TestCasesInAgentPod(t *testing.T) {
 		t.Fatalf("the Pod ran %d cases (it says %q): want every case that makes calls, at least one (exit: %v; output in %s)\n%s",
 			len(v.cases), ran, runErr, log, tail(out+errOut, 40))
 	}
+	failed := 0
 	for _, id := range v.order {
+		if v.cases[id].verdict != "PASS" {
+			failed++
+		}
 		t.Run(id, func(t *testing.T) {
 			switch r := v.cases[id]; r.verdict {
 			case "PASS":
@@ -140,7 +144,11 @@ func TestCasesInAgentPod(t *testing.T) {
 		t.Errorf("%d subtests skipped, %d of them for the git profile: a skip for another reason (output in %s)", v.skipped, n, log)
 	}
 	if runErr != nil || !v.passed {
-		t.Fatalf("the table in the Pod: exit %v, TestCasesInPod passed: %v (output in %s)\n%s", runErr, v.passed, log, tail(out+errOut, 40))
+		last := "" // the subtests above say what failed
+		if failed == 0 {
+			last = "\n" + tail(out+errOut, 40)
+		}
+		t.Fatalf("the table in the Pod: exit %v, TestCasesInPod passed: %v, %d cases failed (output in %s)%s", runErr, v.passed, failed, log, last)
 	}
 
 	// The task starts, from the node containerd's events.
