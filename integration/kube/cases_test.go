@@ -44,6 +44,7 @@ func TestCasesInAgentPod(t *testing.T) {
 	ctx := t.Context()
 	dir := t.TempDir()
 	root := RepoRoot()
+	prepared := time.Now()
 
 	bin := filepath.Join(dir, "cases.test")
 	build := exec.CommandContext(ctx, "go", "test", "-c", "-tags", "kubepod", "-o", bin, "./integration/")
@@ -108,6 +109,7 @@ func TestCasesInAgentPod(t *testing.T) {
 
 	starts := watchStarts(t)
 	start := time.Now()
+	prep := start.Sub(prepared)
 	out, errOut, runErr := cluster.Kubectl(ctx, nil, "exec", "-n", agentNS, name, "--",
 		"/usr/local/bin/cases.test", "-test.run", "^TestCasesInPod$", "-test.v", "-test.parallel", "4", "-test.timeout", "20m")
 	wall := time.Since(start)
@@ -180,9 +182,10 @@ func TestCasesInAgentPod(t *testing.T) {
 			t.Errorf("%s: session %s started %d tasks on the node's containerd, its calls ran %d", e.Case, e.Session, got[e.Session], e.Starts)
 		}
 	}
-	fmt.Printf("corral-kube: hostile-case table from an agent Pod: %d cases, %d subtests (%d skipped: git profile), in %s; "+
-		"%d sessions' task starts checked on the node's containerd (%d starts; %d sessions that only refuse started none)\n",
-		len(v.cases), v.subtests, v.skipped, wall.Round(time.Second), len(ledger), total, quiet)
+	fmt.Printf("corral-kube: hostile-case table from an agent Pod: %d cases, %d subtests (%d skipped: git profile), in %s "+
+		"(after %s building its image and starting the Pod); %d sessions' task starts checked on the node's containerd "+
+		"(%d starts; %d sessions that only refuse started none)\n",
+		len(v.cases), v.subtests, v.skipped, wall.Round(time.Second), prep.Round(time.Second), len(ledger), total, quiet)
 }
 
 // taskStarts counts the tasks started in the node containerd's namespace
