@@ -150,20 +150,7 @@ func waitSocket(ctx context.Context) error {
 // where the daemon's image builder looks for them.
 func toolFiles(ctx context.Context, daemon string) ([]string, error) {
 	spec := sandbox.DefaultImageSpec()
-	seen := map[string]bool{}
-	var files []string
-	add := func(src, dst string) error {
-		if seen[dst] {
-			return nil
-		}
-		seen[dst] = true
-		real, err := filepath.EvalSymlinks(src)
-		if err != nil {
-			return err
-		}
-		files = append(files, real+"="+dst)
-		return nil
-	}
+	f := imageFiles{seen: map[string]bool{}}
 	names := append([]string{daemon}, spec.Tools...)
 	for i, name := range append(names, spec.Optional...) {
 		p, err := exec.LookPath(name)
@@ -177,30 +164,60 @@ func toolFiles(ctx context.Context, daemon string) ([]string, error) {
 		if i == 0 {
 			dst = "/usr/local/bin/corral"
 		}
-		if err := add(p, dst); err != nil {
+		if err := f.program(ctx, p, dst); err != nil {
 			return nil, err
 		}
-		out, err := exec.CommandContext(ctx, "ldd", p).Output()
-		if err != nil {
-			continue // static
-		}
-		sc := bufio.NewScanner(strings.NewReader(string(out)))
-		for sc.Scan() {
-			for _, f := range strings.Fields(sc.Text()) {
-				if !strings.HasPrefix(f, "/") {
-					continue
-				}
-				dst := f
-				if strings.HasPrefix(f, "/lib/") {
-					dst = "/usr" + f
-				}
-				if err := add(f, dst); err != nil {
-					return nil, err
-				}
+	}
+	return f.args, nil
+}
+
+// imageFiles collects kube-mkimage SRC=DEST arguments, each destination
+// once.
+type imageFiles struct {
+	seen map[string]bool
+	args []string
+}
+
+func (f *imageFiles) add(src, dst string) error {
+	if f.seen[dst] {
+		return nil
+	}
+	f.seen[dst] = true
+	real, err := filepath.EvalSymlinks(src)
+	if err != nil {
+		return err
+	}
+	f.args = append(f.args, real+"="+dst)
+	return nil
+}
+
+// program adds the host program p as dst with the shared libraries ldd
+// lists for it (those under /lib as /usr/lib, where the image's loader
+// finds them); a static program comes alone.
+func (f *imageFiles) program(ctx context.Context, p, dst string) error {
+	if err := f.add(p, dst); err != nil {
+		return err
+	}
+	out, err := exec.CommandContext(ctx, "ldd", p).Output()
+	if err != nil {
+		return nil // static
+	}
+	sc := bufio.NewScanner(strings.NewReader(string(out)))
+	for sc.Scan() {
+		for _, lib := range strings.Fields(sc.Text()) {
+			if !strings.HasPrefix(lib, "/") {
+				continue
+			}
+			dst := lib
+			if strings.HasPrefix(lib, "/lib/") {
+				dst = "/usr" + lib
+			}
+			if err := f.add(lib, dst); err != nil {
+				return err
 			}
 		}
 	}
-	return files, nil
+	return nil
 }
 
 // onNode returns a command that runs argv as root on the node: in its
