@@ -29,6 +29,13 @@ func kubeletTree(t *testing.T) string {
 	mk(a + "kubernetes.io~configmap/twice")
 	require.NoError(t, os.Symlink("/", filepath.Join(root, a+"kubernetes.io~empty-dir/rootlink")))
 	mk("pods/" + uidB + "/volumes/kubernetes.io~empty-dir/other")
+	// What a Pod must never open as a repository.
+	mk(a + "kubernetes.io~secret/creds")
+	mk(a + "kubernetes.io~projected/kube-api-access-x2b9")
+	mk(a + "kubernetes.io~configmap/conf")
+	mk(a + "kubernetes.io~downward-api/podinfo")
+	mk(a + "kubernetes.io~some-future-plugin/future")
+	mk(a + "kubernetes.io~local-volume/pv1/src")
 	return root
 }
 
@@ -53,6 +60,12 @@ func TestOpenVolume(t *testing.T) {
 		{"file", uidA, "work", "repo/f", "", errdefs.ErrInvalidArgument},
 		{"missing", uidA, "work", "nope", "", errdefs.ErrInvalidArgument},
 		{"two plugins", uidA, "twice", "", "", errdefs.ErrInvalidArgument},
+		{"local PersistentVolume", uidA, "pv1", "src", a + "/kubernetes.io~local-volume/pv1/src", nil},
+		{"secret", uidA, "creds", "", "", errdefs.ErrPermissionDenied},
+		{"service-account token (projected)", uidA, "kube-api-access-x2b9", "", "", errdefs.ErrPermissionDenied},
+		{"configmap", uidA, "conf", "", "", errdefs.ErrPermissionDenied},
+		{"downward API", uidA, "podinfo", "", "", errdefs.ErrPermissionDenied},
+		{"a plugin not known to hold data", uidA, "future", "", "", errdefs.ErrPermissionDenied},
 		{"name with a slash", uidA, "work/repo", "", "", errdefs.ErrInvalidArgument},
 		{"name dotdot", uidA, "..", "", "", errdefs.ErrInvalidArgument},
 		{"name as a node path", uidA, "/etc", "", "", errdefs.ErrInvalidArgument},
