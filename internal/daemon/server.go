@@ -86,6 +86,9 @@ type Server struct {
 	ownPod string
 	// patchesMu serializes the ending of Pods' sessions.
 	patchesMu sync.Mutex
+	// endPodHook, when set (tests), runs after each step of ending a
+	// deleted Pod's session; an error stops there, as a kill would.
+	endPodHook func(step string) error
 
 	mu       sync.Mutex
 	creating map[int]int // sessions being created, per uid
@@ -731,6 +734,12 @@ func (s *Server) ForgetMissing(ctx context.Context) error {
 	ids := map[string]bool{}
 	for _, x := range all {
 		ids[x.ID] = true
+	}
+	// A deleted Pod's session that is gone was being ended by a daemon
+	// that stopped: its record stays for EndGonePods, which keeps what
+	// the session left (endPodSession).
+	for _, id := range s.gonePodsSessions() {
+		ids[id] = true
 	}
 	s.owners.keepOnly(func(id string) bool { return ids[id] })
 	return nil
