@@ -82,9 +82,15 @@ func OpenVolume(kubeletRoot, uid, name, unsafeSubPath string) (Volume, error) {
 	if !volumeName.MatchString(name) {
 		return Volume{}, fmt.Errorf("volume %q: %w: want a volume's name in the Pod's spec (a DNS-1123 label)", name, errdefs.ErrInvalidArgument)
 	}
+	if len(unsafeSubPath) > unix.PathMax || strings.IndexByte(unsafeSubPath, 0) >= 0 {
+		return Volume{}, fmt.Errorf("volume %q subPath: %w: a NUL byte, or longer than %d bytes", name, errdefs.ErrInvalidArgument, unix.PathMax)
+	}
 	sub := strings.Trim(unsafeSubPath, "/")
 	if sub != "" {
 		for _, c := range strings.Split(sub, "/") {
+			if len(c) > unix.NAME_MAX {
+				return Volume{}, fmt.Errorf("volume %q subPath: %w: a component longer than %d bytes", name, errdefs.ErrInvalidArgument, unix.NAME_MAX)
+			}
 			if c == "" || c == "." || c == ".." {
 				return Volume{}, fmt.Errorf("volume %q subPath %q: %w: want a relative path without \"..\", \".\" or empty components", name, unsafeSubPath, errdefs.ErrInvalidArgument)
 			}

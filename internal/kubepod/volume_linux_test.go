@@ -3,6 +3,7 @@ package kubepod
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/containerd/errdefs"
@@ -60,6 +61,9 @@ func TestOpenVolume(t *testing.T) {
 		{"file", uidA, "work", "repo/f", "", errdefs.ErrInvalidArgument},
 		{"missing", uidA, "work", "nope", "", errdefs.ErrInvalidArgument},
 		{"two plugins", uidA, "twice", "", "", errdefs.ErrInvalidArgument},
+		{"NUL in the subPath", uidA, "work", "repo\x00/docs", "", errdefs.ErrInvalidArgument},
+		{"subPath longer than PATH_MAX", uidA, "work", strings.Repeat("a/", 2100), "", errdefs.ErrInvalidArgument},
+		{"subPath component longer than NAME_MAX", uidA, "work", "repo/" + strings.Repeat("a", 300), "", errdefs.ErrInvalidArgument},
 		{"local PersistentVolume", uidA, "pv1", "src", a + "/kubernetes.io~local-volume/pv1/src", nil},
 		{"secret", uidA, "creds", "", "", errdefs.ErrPermissionDenied},
 		{"service-account token (projected)", uidA, "kube-api-access-x2b9", "", "", errdefs.ErrPermissionDenied},
