@@ -191,6 +191,11 @@ func TestPodModeEndKilledAtEveryStep(t *testing.T) {
 				_, err := e.srv.EndGonePods(ctx)
 				require.ErrorIs(t, err, killed)
 			}
+			if step == "recorded" || step == "ended" || step == "moved" {
+				pps, err := e.srv.podPatches()
+				require.NoError(t, err)
+				require.Empty(t, pps, "a session being ended has no kept patch listed yet")
+			}
 
 			// The next daemon, on the same state directory.
 			srv, err := NewServer(e.fake, opts)

@@ -255,7 +255,8 @@ func writeJSONFile(p string, v any) error {
 	return os.Rename(tmp, p)
 }
 
-// podPatches reads every kept patch record, oldest first.
+// podPatches reads every kept patch record, oldest first; a record whose
+// session is still being ended (pendingEnd) is not one yet.
 func (s *Server) podPatches() ([]api.PodPatch, error) {
 	out := []api.PodPatch{}
 	pods, err := os.ReadDir(s.podPatchesDir())
@@ -285,6 +286,11 @@ func (s *Server) podPatches() ([]api.PodPatch, error) {
 			var pp api.PodPatch
 			if err := json.Unmarshal(data, &pp); err != nil {
 				pp = api.PodPatch{ID: id, PodUID: pod.Name(), Files: []string{}, Error: "unreadable record: " + err.Error()}
+			}
+			if pp.Error == pendingEnd {
+				// Its session is being ended (or will be, by the
+				// next daemon): not kept yet.
+				continue
 			}
 			out = append(out, pp)
 		}
