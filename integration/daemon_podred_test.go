@@ -3,6 +3,7 @@ package integration
 import (
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"testing"
 
@@ -133,7 +134,8 @@ func TestDaemonPodCredentialVolumes(t *testing.T) {
 // itself a cgroup named like another Pod's — .../kubepods/besteffort/
 // pod<UID>/ctr below a cgroup it may create cgroups in (a node user's
 // systemd-delegated slice, a container with a writable cgroupfs) — is
-// not taken for that Pod: it is in no Pod, and refused (not root).
+// not taken for that Pod, nor for a process in no Pod (which as root is
+// an admin): it is refused.
 func TestDaemonPodForgedCgroup(t *testing.T) {
 	const podB = "11111111-2222-3333-4444-555555555555"
 	kubelet := podRedKubelet(t)
@@ -169,6 +171,10 @@ func TestDaemonPodForgedCgroup(t *testing.T) {
 	for _, args := range [][]string{{"list"}, {"get", s.ID}, {"create-volume", "other", "repo"}} {
 		o = forged.run(t, bin, append([]string{sock}, args...)...)
 		require.Equal(t, api.KindRefused, o.Kind, "%q: %s %s", args, o.Message, o.Result)
-		require.Contains(t, o.Message, "is in no Kubernetes Pod", "%q", args)
+		require.Contains(t, o.Message, "looks like a Kubernetes Pod's but is not where the kubelet puts Pods", "%q", args)
 	}
+	// Root in that cgroup: not "in no Pod" (an admin) either — refused.
+	script := "echo $$ > " + forged.cgroups[0] + "/cgroup.procs && exec \"$@\""
+	o = runDC(t, exec.Command("sh", "-c", script, "sh", bin, sock, "list"))
+	require.Equal(t, api.KindRefused, o.Kind, "%s %s", o.Message, o.Result)
 }

@@ -63,7 +63,10 @@ func isKubepods(c string) bool { return c == "kubepods" || c == "kubepods.slice"
 // Deeper components are never looked at: a container can only nest
 // cgroups below its own. Lines that name no Pod ("/" in a hierarchy the
 // kubelet does not use) are skipped; two lines that name different Pods
-// are an error.
+// are an error, and so is a line with a component like a Pod's or
+// kubepods that is not where the kubelet puts them (a forgery, or a
+// layout not known here): fail closed, since a root process in no Pod
+// is the daemon's admin.
 func UIDFromCgroup(text []byte, roots ...string) (string, error) {
 	if len(roots) == 0 {
 		roots = []string{"/"}
@@ -78,6 +81,10 @@ func UIDFromCgroup(text []byte, roots ...string) (string, error) {
 		}
 		uid := uidFromPath(parts[2], roots)
 		switch {
+		case uid == "" && looksLikePod(parts[2]):
+			// Fail closed: not "in no Pod", which a root process is an
+			// admin as.
+			return "", fmt.Errorf("cgroup %q looks like a Kubernetes Pod's but is not where the kubelet puts Pods (below %s): %w", parts[2], strings.Join(roots, ", "), errdefs.ErrPermissionDenied)
 		case uid == "":
 		case found == "":
 			found = uid
@@ -125,6 +132,22 @@ func uidFromPath(p string, roots []string) string {
 		return strings.ReplaceAll(m[1], "_", "-")
 	}
 	return ""
+}
+
+// podLike is a cgroup path component that names, or looks as if it named,
+// a Pod or the kubelet's Pods' cgroup.
+var podLike = regexp.MustCompile(`kubepods|pod` + uuid)
+
+// looksLikePod reports whether a cgroup path has a component like a
+// Pod's or the kubelet's (uidFromPath found none where the kubelet puts
+// them: a forgery, or a layout this package does not know).
+func looksLikePod(p string) bool {
+	for _, c := range strings.Split(p, "/") {
+		if podLike.MatchString(strings.ToLower(c)) {
+			return true
+		}
+	}
+	return false
 }
 
 // KubeletCgroupRoots returns the cgroups the kubelet's kubepods cgroup is
