@@ -178,3 +178,49 @@ func TestDaemonPodForgedCgroup(t *testing.T) {
 	o = runDC(t, exec.Command("sh", "-c", script, "sh", bin, sock, "list"))
 	require.Equal(t, api.KindRefused, o.Kind, "%s %s", o.Message, o.Result)
 }
+
+// TestDaemonPodApplyOwnVolume: an approved apply writes into the Pod's
+// own volume when the kubelet's directory is 0750 root, as on a real node
+// (the caller's uid may not search it: the check as the caller went
+// through that node path, and refused every apply); the caller's own
+// access below the volume is still judged — a directory of the volume it
+// may not write is refused.
+func TestDaemonPodApplyOwnVolume(t *testing.T) {
+	const podA = "0f8e7d6c-5b4a-4938-8271-6a5b4c3d2e1f"
+	kubelet := podRedKubelet(t)
+	a := newFakePod(t, kubelet, podA, "work", map[string]string{
+		"repo/README.md": "# a\n", "repo/openwiki/index.md": "# a\n",
+		"locked/README.md": "# locked\n", "locked/openwiki/index.md": "# locked\n",
+	})
+	vol := filepath.Join(a.dir, "volumes/kubernetes.io~empty-dir/work")
+	chmodAll(t, filepath.Join(vol, "repo"))
+	require.NoError(t, os.Chmod(kubelet, 0o750))
+	state, sock := daemonDirs(t)
+	startDaemon(t, state, sock, "--kubelet-root", kubelet)
+	bin := daemonClientPath(t)
+
+	apply := func(sub string) dcOutput {
+		o := a.run(t, bin, sock, "create-volume", "work", sub)
+		require.Empty(t, o.Kind, o.Message)
+		var s api.Session
+		require.NoError(t, json.Unmarshal(o.Result, &s))
+		o = a.run(t, bin, sock, "write", s.ID, "openwiki/new.md", "applied\n")
+		require.Empty(t, o.Kind, o.Message)
+		o = a.run(t, bin, sock, "review", s.ID)
+		require.Empty(t, o.Kind, o.Message)
+		var rep api.Report
+		require.NoError(t, json.Unmarshal(o.Result, &rep))
+		require.Len(t, rep.Items, 1)
+		return a.run(t, bin, sock, "apply", s.ID, rep.Items[0].Token)
+	}
+	o := apply("repo")
+	require.Empty(t, o.Kind, o.Message)
+	data, err := os.ReadFile(filepath.Join(vol, "repo/openwiki/new.md"))
+	require.NoError(t, err)
+	require.Equal(t, "applied\n", string(data))
+
+	o = apply("locked")
+	require.Equal(t, api.KindRefused, o.Kind, "%s %s", o.Message, o.Result)
+	require.Contains(t, o.Message, "uid 65534 (the caller) may not access it")
+	require.NoFileExists(t, filepath.Join(vol, "locked/openwiki/new.md"))
+}

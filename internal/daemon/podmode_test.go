@@ -218,3 +218,30 @@ func TestPodModeEndKilledAtEveryStep(t *testing.T) {
 		})
 	}
 }
+
+// TestPodModeApplyBelowTheVolume: in Pod mode an apply's write check is
+// made as the caller from the Pod's volume down, never through the
+// kubelet's directory on the node, which the caller may not search (here
+// the test's temporary directory, root's alone); below the volume the
+// caller's own access still counts.
+func TestPodModeApplyBelowTheVolume(t *testing.T) {
+	root := kubeletRoot(t)
+	e := newEnv(t, func(o *Options) { o.KubeletRoot = root })
+	ctx := context.Background()
+	a, _ := e.client("1000:1000::" + podA)
+	repo := filepath.Join(root, "pods", podA, "volumes/kubernetes.io~empty-dir/work/repo")
+	s, err := a.CreateSession(ctx, api.CreateSession{Volume: &api.Volume{Name: "work", SubPath: "repo"}})
+	require.NoError(t, err)
+	_, err = a.Write(ctx, s.ID, api.Write{Path: "openwiki/a.md", Content: "x\n"})
+	require.NoError(t, err)
+
+	// The repository root is root's 0755: the caller may not write it.
+	_, err = a.Apply(ctx, s.ID, api.Apply{Approve: []string{fakeToken}})
+	requireKind(t, err, api.KindRefused, 403)
+	require.ErrorContains(t, err, "uid 1000 (the caller) may not access it")
+
+	require.NoError(t, os.Chown(repo, 1000, 1000))
+	rep, err := a.Apply(ctx, s.ID, api.Apply{Approve: []string{fakeToken}})
+	require.NoError(t, err)
+	require.False(t, rep.DryRun)
+}

@@ -967,8 +967,13 @@ func (s *Server) apply(w http.ResponseWriter, r *http.Request) {
 	// the caller could write itself, and each file replaced or removed
 	// one it could replace or remove.
 	canWrite := func(repo, dir, file string) error {
-		if err := checkAsPeer(p, "repository directory", joinRepo(repo, dir), accessWrite|accessDir); err != nil {
-			return err
+		check := checkAsPeer(p, "repository directory", joinRepo(repo, dir), accessWrite|accessDir)
+		if s.podMode() {
+			// The Pod's own volume, judged from the volume down.
+			check = checkBelowAsPeer(p, "repository directory", repo, dir, accessWrite|accessDir)
+		}
+		if check != nil {
+			return check
 		}
 		return checkStickyAsPeer(p, repo, file)
 	}
