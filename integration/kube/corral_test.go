@@ -271,23 +271,37 @@ func TestAgentPodPolicy(t *testing.T) {
 	for _, tc := range []struct {
 		name, old, new, want string
 		ok                   bool
+		old2, new2           string // a second replacement, if any
 	}{
-		{"example", "", "", `pod/agent created \(server dry run\)`, true},
+		{"example", "", "", `pod/agent created \(server dry run\)`, true, "", ""},
 		{"another hostPath", "  - name: tmp\n    emptyDir: {sizeLimit: 64Mi}",
 			"  - name: tmp\n    hostPath: {path: /var/lib/kubelet/pods}",
-			denied("agent Pods may mount one hostPath: /run/corral (the corral daemon's socket directory)"), false},
+			denied("agent Pods may mount one hostPath: /run/corral (the corral daemon's socket directory)"), false, "", ""},
 		{"socket directory writable", "mountPath: /run/corral, readOnly: true", "mountPath: /run/corral",
-			denied("agent Pods must mount /run/corral readOnly, without mount propagation"), false},
+			denied("agent Pods must mount /run/corral readOnly, without mount propagation"), false, "", ""},
 		{"privileged", "allowPrivilegeEscalation: false\n", "privileged: true\n",
-			denied("agent Pods may not run privileged containers"), false},
+			denied("agent Pods may not run privileged containers"), false, "", ""},
 		{"capabilities kept", "capabilities: {drop: [ALL]}", "capabilities: {drop: [NET_RAW]}",
-			denied("agent Pods' containers must drop ALL capabilities (and add none but NET_BIND_SERVICE)"), false},
+			denied("agent Pods' containers must drop ALL capabilities (and add none but NET_BIND_SERVICE)"), false, "", ""},
 		{"root", "runAsUser: 1000", "runAsUser: 0",
-			denied("agent Pods must run as non-root (runAsNonRoot: true, runAsUser not 0)"), false},
+			denied("agent Pods must run as non-root (runAsNonRoot: true, runAsUser not 0)"), false, "", ""},
 		{"hostPID", "  enableServiceLinks: false\n", "  enableServiceLinks: false\n  hostPID: true\n",
-			denied("agent Pods may not use the node's network, PID or IPC namespace"), false},
+			denied("agent Pods may not use the node's network, PID or IPC namespace"), false, "", ""},
 		{"no seccomp", "    seccompProfile: {type: RuntimeDefault}\n", "",
-			denied("agent Pods must use the RuntimeDefault or a Localhost seccomp profile"), false},
+			denied("agent Pods must use the RuntimeDefault or a Localhost seccomp profile"), false, "", ""},
+		{"AppArmor unconfined", "readOnlyRootFilesystem: true", "readOnlyRootFilesystem: true\n      appArmorProfile: {type: Unconfined}",
+			denied("agent Pods may not run unconfined by AppArmor"), false, "", ""},
+		{"AppArmor unconfined by annotation", "  namespace: corral-agents\n", "  namespace: corral-agents\n  annotations: {container.apparmor.security.beta.kubernetes.io/agent: unconfined}\n",
+			denied("agent Pods may not run unconfined by AppArmor"), false, "", ""},
+		{"SELinux type", "readOnlyRootFilesystem: true", "readOnlyRootFilesystem: true\n      seLinuxOptions: {type: spc_t}",
+			denied("agent Pods may set no SELinux user or role, and only a container SELinux type"), false, "", ""},
+		// Unmasked needs a user namespace (hostUsers: false), or the
+		// apiserver refuses it before admission.
+		{"procMount unmasked", "readOnlyRootFilesystem: true", "readOnlyRootFilesystem: true\n      procMount: Unmasked",
+			denied("agent Pods must use the default /proc mount (procMount: Default)"), false,
+			"  enableServiceLinks: false\n", "  enableServiceLinks: false\n  hostUsers: false\n"},
+		{"unsafe sysctl", "    seccompProfile: {type: RuntimeDefault}\n", "    seccompProfile: {type: RuntimeDefault}\n    sysctls: [{name: kernel.msgmax, value: '65536'}]\n",
+			denied("agent Pods may set only the safe sysctls"), false, "", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			manifest := example
@@ -296,6 +310,12 @@ func TestAgentPodPolicy(t *testing.T) {
 					t.Fatalf("the example has no %q", tc.old)
 				}
 				manifest = strings.Replace(manifest, tc.old, tc.new, 1)
+			}
+			if tc.old2 != "" {
+				if !strings.Contains(manifest, tc.old2) {
+					t.Fatalf("the example has no %q", tc.old2)
+				}
+				manifest = strings.Replace(manifest, tc.old2, tc.new2, 1)
 			}
 			out, err := cluster.Apply(t.Context(), manifest, true)
 			if (err == nil) != tc.ok || !regexp.MustCompile(tc.want).MatchString(out) {

@@ -525,7 +525,11 @@ func (b *sandboxBackend) Apply(ctx context.Context, id string, r api.Apply, canW
 		return nil, err
 	}
 	log := b.auditLog(ctx)
-	opts := review.Options{View: s.View(), Audit: log, Session: id, JournalDir: review.JournalDir(b.stateDir())}
+	// Apply and its review read and write the directory the session was
+	// made on, never what its path names now.
+	rec := s.Record()
+	opts := review.Options{View: s.View(), Audit: log, Session: id, JournalDir: review.JournalDir(b.stateDir()),
+		RepoDev: rec.RepoDev, RepoIno: rec.RepoIno}
 	for _, l := range r.DryRunOnly {
 		lv, err := review.ParseLevel(l)
 		if err != nil {

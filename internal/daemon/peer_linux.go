@@ -232,6 +232,36 @@ func checkAsPeer(p Peer, what, path string, mode uint32) error {
 	return nil
 }
 
+// checkBelowAsPeer is checkAsPeer of the directory rel below root, root
+// itself opened by the daemon: in Pod mode the repository is the
+// caller's own volume, which the caller reaches through its container's
+// mount, never through the kubelet's directory on the node (0750 root:
+// the caller may not search it, so every check through that path failed).
+// Each component below root is searched as the peer, never through a
+// symbolic link (openComponentsAsPeer); the last is judged for mode.
+func checkBelowAsPeer(p Peer, what, root, rel string, mode uint32) error {
+	rfd, err := unix.Open(root, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return accessError(what, joinRepo(root, rel), p, err)
+	}
+	defer unix.Close(rfd)
+	err = asPeer(p, func() error {
+		fd, _, err := openComponentsAsPeer(rfd, rel)
+		if err != nil {
+			return err
+		}
+		if fd < 0 {
+			return unix.ENOENT
+		}
+		defer unix.Close(fd)
+		return faccess(fd, "", mode)
+	})
+	if err != nil {
+		return accessError(what, joinRepo(root, rel), p, err)
+	}
+	return nil
+}
+
 // noNUL refuses a host path with a NUL byte, which no system call can
 // take (they answer EINVAL, which would read as corral's own failure).
 func noNUL(what, path string) error {

@@ -86,6 +86,9 @@ type Server struct {
 	ownPod string
 	// patchesMu serializes the ending of Pods' sessions.
 	patchesMu sync.Mutex
+	// endPodHook, when set (tests), runs after each step of ending a
+	// deleted Pod's session; an error stops there, as a kill would.
+	endPodHook func(step string) error
 
 	mu       sync.Mutex
 	creating map[int]int // sessions being created, per uid
@@ -732,6 +735,12 @@ func (s *Server) ForgetMissing(ctx context.Context) error {
 	for _, x := range all {
 		ids[x.ID] = true
 	}
+	// A deleted Pod's session that is gone was being ended by a daemon
+	// that stopped: its record stays for EndGonePods, which keeps what
+	// the session left (endPodSession).
+	for _, id := range s.gonePodsSessions() {
+		ids[id] = true
+	}
 	s.owners.keepOnly(func(id string) bool { return ids[id] })
 	return nil
 }
@@ -958,8 +967,13 @@ func (s *Server) apply(w http.ResponseWriter, r *http.Request) {
 	// the caller could write itself, and each file replaced or removed
 	// one it could replace or remove.
 	canWrite := func(repo, dir, file string) error {
-		if err := checkAsPeer(p, "repository directory", joinRepo(repo, dir), accessWrite|accessDir); err != nil {
-			return err
+		check := checkAsPeer(p, "repository directory", joinRepo(repo, dir), accessWrite|accessDir)
+		if s.podMode() {
+			// The Pod's own volume, judged from the volume down.
+			check = checkBelowAsPeer(p, "repository directory", repo, dir, accessWrite|accessDir)
+		}
+		if check != nil {
+			return check
 		}
 		return checkStickyAsPeer(p, repo, file)
 	}
