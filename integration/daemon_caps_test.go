@@ -64,7 +64,7 @@ func TestDaemonNodeCaps(t *testing.T) {
 	// while both sessions keep containers created ahead.
 	require.Eventually(t, func() bool {
 		h, err := c.Health(ctx)
-		return err == nil && h.Calls.Running == 1 && h.Calls.Waiting == 1
+		return err == nil && h.Calls == api.CallsState{Running: 1, Waiting: 1, Cap: h.Calls.Cap, Memory: 64 << 20, MemoryCap: 100 << 20}
 	}, 10*time.Second, 20*time.Millisecond)
 	require.Len(t, runningContainers(t, state), 1, "one call runs at a time")
 	require.Greater(t, len(daemonContainers(t, state)), 1, "containers created ahead exist and do not count")

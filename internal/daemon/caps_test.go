@@ -111,6 +111,10 @@ func TestMemoryCapQueues(t *testing.T) {
 	go func() { _, err := c.Exec(sleepCtx, big.ID, []string{"sleep"}, nil, nil); done <- err }()
 	require.Eventually(t, func() bool { return e.srv.lim.running() == 1 }, 5*time.Second, 10*time.Millisecond)
 
+	h, err := c.Health(ctx)
+	require.NoError(t, err)
+	require.Equal(t, api.CallsState{Running: 1, Cap: 4, Memory: 768 << 20, MemoryCap: 1 << 30}, h.Calls)
+
 	// 768MiB + 256MiB fit in 1GiB: it runs at once.
 	_, err = c.Exec(ctx, small.ID, []string{"echo"}, nil, nil)
 	require.NoError(t, err)

@@ -386,8 +386,11 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 	if list, err := s.b.Sessions(ctx); err == nil {
 		h.Sessions = len(list)
 	}
-	running, waiting, _ := s.lim.state()
+	running, waiting, memory := s.lim.state()
 	h.Calls = api.CallsState{Running: running, Waiting: waiting, Cap: s.lim.maxCalls}
+	if s.lim.maxMemory > 0 {
+		h.Calls.Memory, h.Calls.MemoryCap = memory, s.lim.maxMemory
+	}
 	writeJSON(w, http.StatusOK, h)
 }
 
