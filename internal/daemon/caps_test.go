@@ -9,8 +9,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/containerd/errdefs"
 	"github.com/corral-sandbox/corral/sandbox/api"
 	"github.com/corral-sandbox/corral/sandbox/client"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
@@ -219,4 +221,47 @@ func TestConnectionCap(t *testing.T) {
 		return err == nil
 	}, 5*time.Second, 20*time.Millisecond, "a closed connection frees its place")
 	held[1].Close()
+}
+
+// TestMemoryQueueIsStrict: a call that would fit waits behind an earlier
+// one that does not (a large call is never starved by small ones), and
+// runs after it; the busy error of such a call says why it waited.
+func TestMemoryQueueIsStrict(t *testing.T) {
+	l := newLimiter(4, 1<<30, 10*time.Second)
+	ctx := context.Background()
+	release, err := l.acquire(ctx, "big", 768<<20)
+	require.NoError(t, err)
+	bigDone := make(chan func(), 1)
+	go func() {
+		r, err := l.acquire(ctx, "big", 768<<20)
+		assert.NoError(t, err)
+		bigDone <- r
+	}()
+	require.Eventually(t, func() bool { _, w, _ := l.state(); return w == 1 }, 5*time.Second, 5*time.Millisecond)
+	short, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer cancel()
+	_, err = l.acquire(short, "small", 128<<20)
+	require.ErrorIs(t, err, context.DeadlineExceeded, "128MiB would fit, but a call queued before it does not")
+
+	smallDone := make(chan func(), 1)
+	go func() {
+		r, err := l.acquire(ctx, "small", 128<<20)
+		assert.NoError(t, err)
+		smallDone <- r
+	}()
+	require.Eventually(t, func() bool { _, w, _ := l.state(); return w == 2 }, 5*time.Second, 5*time.Millisecond)
+	release()
+	releaseBig, releaseSmall := <-bigDone, <-smallDone
+	running, waiting, memory := l.state()
+	require.Equal(t, [3]int64{2, 0, 896 << 20}, [3]int64{int64(running), int64(waiting), memory}, "once the first left, both fit")
+	releaseBig()
+	releaseSmall()
+
+	require.EqualError(t, &ErrBusy{Cap: 4, Wait: time.Second, MemoryCap: 1 << 30, Memory: 768 << 20, Need: 128 << 20},
+		"busy: running calls hold 768MiB of the daemon's --max-memory 1GiB and a call queued before this one (128MiB) needs more than is free; not enough freed within 1s (--queue-wait); retry later")
+	_, err = l.acquire(ctx, "huge", 2<<30)
+	require.EqualError(t, err, `profile "huge": its memory limit of 2GiB per call is above the daemon's --max-memory 1GiB; use a profile with a smaller resources.memory`)
+	require.True(t, errdefs.IsResourceExhausted(err))
+	running, waiting, memory = l.state()
+	require.Equal(t, [3]int64{0, 0, 0}, [3]int64{int64(running), int64(waiting), memory})
 }

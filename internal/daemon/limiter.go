@@ -58,6 +58,12 @@ type ErrBusy struct {
 }
 
 func (e *ErrBusy) Error() string {
+	if e.MemoryCap > 0 && e.Memory+e.Need <= e.MemoryCap {
+		// It would fit, but the queue is strict and an earlier call
+		// needs more than is free.
+		return fmt.Sprintf("busy: running calls hold %s of the daemon's --max-memory %s and a call queued before this one (%s) needs more than is free; not enough freed within %s (--queue-wait); retry later",
+			size(e.Memory), size(e.MemoryCap), size(e.Need), e.Wait)
+	}
 	if e.MemoryCap > 0 {
 		return fmt.Sprintf("busy: running calls hold %s of the daemon's --max-memory %s and this call needs %s (its profile's memory limit); not enough freed within %s (--queue-wait); retry later",
 			size(e.Memory), size(e.MemoryCap), size(e.Need), e.Wait)
