@@ -32,8 +32,8 @@ const (
 // buffers in the daemon, whatever it asks, so many idle connections
 // could exhaust the daemon without one call. A connection over the cap is
 // accepted and answered at once with 503 (kind unavailable, naming the
-// flag) and closed, so that a client sees why instead of a reset; the
-// daemon reads none of its request.
+// flag) and closed, so that a client sees why instead of a reset; its
+// request is never parsed, only drained and discarded.
 type connLimiter struct {
 	net.Listener
 	max      int
