@@ -25,6 +25,7 @@ import (
 	"github.com/containerd/errdefs"
 	"github.com/corral-sandbox/corral/internal/yamlstrict"
 	"github.com/corral-sandbox/corral/sandbox"
+	units "github.com/docker/go-units"
 )
 
 // DefaultPath is the config file read when neither --config nor
@@ -47,6 +48,9 @@ const (
 	KeyLogLevel              = "log_level"
 	KeyAllowForeignNamespace = "allow_foreign_namespace"
 	KeyKubeletRoot           = "kubelet_root"
+	KeyMaxSessions           = "max_sessions"
+	KeyMaxMemory             = "max_memory"
+	KeyMaxConnections        = "max_connections"
 )
 
 // File is the config file's schema. Every key is optional.
@@ -71,6 +75,15 @@ type File struct {
 	// KubeletRoot is the kubelet's root directory on the node
 	// (/var/lib/kubelet); set, it puts `corral daemon` in Pod mode.
 	KubeletRoot string `yaml:"kubelet_root"`
+	// MaxSessions caps the sessions `corral daemon` holds, every owner's
+	// together; 0 for no cap.
+	MaxSessions *int `yaml:"max_sessions"`
+	// MaxMemory caps the memory limits of the calls `corral daemon` runs
+	// at once: bytes, or a size with a unit ("8GiB"); "0" for no cap.
+	MaxMemory string `yaml:"max_memory"`
+	// MaxConnections caps the connections open to `corral daemon`; 0 for
+	// its default (1024).
+	MaxConnections *int `yaml:"max_connections"`
 }
 
 // Config is the resolved configuration.
@@ -86,6 +99,14 @@ type Config struct {
 	// KubeletRoot is the kubelet's root directory (absolute); "" is the
 	// default: the daemon is not in Pod mode.
 	KubeletRoot string
+	// MaxSessions is the daemon's cap on sessions (0: none).
+	MaxSessions int
+	// MaxMemory is the daemon's cap, in bytes, on the memory limits of
+	// the calls running at once (0: none).
+	MaxMemory int64
+	// MaxConnections is the daemon's cap on open connections (0: the
+	// daemon's default, 1024).
+	MaxConnections int
 	// File is the config file that was read; "" when there was none.
 	File string
 	// Sources says where each setting came from, by key: "flag --x",
@@ -119,6 +140,9 @@ var env = map[string][]string{
 	KeyLogLevel:              {"CORRAL_LOG_LEVEL"},
 	KeyAllowForeignNamespace: {"CORRAL_ALLOW_FOREIGN_NAMESPACE"},
 	KeyKubeletRoot:           {"CORRAL_KUBELET_ROOT"},
+	KeyMaxSessions:           {"CORRAL_MAX_SESSIONS"},
+	KeyMaxMemory:             {"CORRAL_MAX_MEMORY"},
+	KeyMaxConnections:        {"CORRAL_MAX_CONNECTIONS"},
 }
 
 // Env returns the environment variables that set key, in precedence order.
@@ -146,6 +170,9 @@ var defaults = map[string]string{
 	KeyLogLevel:              "",
 	KeyAllowForeignNamespace: "false",
 	KeyKubeletRoot:           "",
+	KeyMaxSessions:           "0",
+	KeyMaxMemory:             "0",
+	KeyMaxConnections:        "0",
 }
 
 // Resolve reads the config file and the environment and applies the
@@ -188,6 +215,13 @@ func Resolve(in Inputs) (Config, error) {
 		KeyImage: file.Image, KeyDaemonSocket: file.DaemonSocket, KeyLogLevel: file.LogLevel,
 		KeyKubeletRoot: file.KubeletRoot,
 	}
+	if file.MaxSessions != nil {
+		fromFile[KeyMaxSessions] = strconv.Itoa(*file.MaxSessions)
+	}
+	if file.MaxConnections != nil {
+		fromFile[KeyMaxConnections] = strconv.Itoa(*file.MaxConnections)
+	}
+	fromFile[KeyMaxMemory] = file.MaxMemory
 	if file.AllowForeignNamespace != nil {
 		fromFile[KeyAllowForeignNamespace] = strconv.FormatBool(*file.AllowForeignNamespace)
 	}
@@ -223,6 +257,24 @@ func Resolve(in Inputs) (Config, error) {
 		return Config{}, fmt.Errorf("%s %q: %w: want true or false", cfg.Sources[KeyAllowForeignNamespace], allow, errdefs.ErrInvalidArgument)
 	}
 	cfg.AllowForeignNamespace = b
+	count := func(key string, min int) (int, error) {
+		v := get(key)
+		n, err := strconv.Atoi(v)
+		if err != nil || n < min {
+			return 0, fmt.Errorf("%s %q (%s): %w: want a whole number of at least %d", strings.ReplaceAll(key, "_", "-"), v, cfg.Sources[key], errdefs.ErrInvalidArgument, min)
+		}
+		return n, nil
+	}
+	if cfg.MaxSessions, err = count(KeyMaxSessions, 0); err != nil {
+		return Config{}, err
+	}
+	if cfg.MaxConnections, err = count(KeyMaxConnections, 0); err != nil {
+		return Config{}, err
+	}
+	mem := get(KeyMaxMemory)
+	if cfg.MaxMemory, err = units.RAMInBytes(mem); err != nil || cfg.MaxMemory < 0 {
+		return Config{}, fmt.Errorf("max-memory %q (%s): %w: want bytes or a size with a binary unit (8GiB, 512MiB), 0 for no cap", mem, cfg.Sources[KeyMaxMemory], errdefs.ErrInvalidArgument)
+	}
 	if err := cfg.Validate(); err != nil {
 		return Config{}, err
 	}

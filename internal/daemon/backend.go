@@ -237,6 +237,9 @@ func (b *sandboxBackend) Create(ctx context.Context, c CreateConfig) (_ api.Sess
 	if source == "" {
 		source = profiles.DefaultName
 	}
+	if mem := prof.Limits().MemoryBytes; c.MaxMemory > 0 && mem > c.MaxMemory {
+		return api.Session{}, &ErrCallMemory{Profile: prof.Name, Limit: mem, MemoryCap: c.MaxMemory}
+	}
 	if c.Page != "" && c.ReadOnly {
 		return api.Session{}, fmt.Errorf("page and read_only exclude each other: %w", errdefs.ErrInvalidArgument)
 	}
@@ -324,6 +327,14 @@ func (b *sandboxBackend) Profile(ctx context.Context, id string) ([]byte, error)
 		return nil, err
 	}
 	return yaml.Marshal(s.Profile)
+}
+
+func (b *sandboxBackend) CallMemory(ctx context.Context, id string) (string, int64, error) {
+	s, err := b.session(ctx, id)
+	if err != nil {
+		return "", 0, err
+	}
+	return s.Profile.Name, s.Profile.Limits().MemoryBytes, nil
 }
 
 func (b *sandboxBackend) Check(ctx context.Context, id string, argv []string) (api.Decision, error) {

@@ -46,7 +46,7 @@ func peerOf(ctx context.Context) (Peer, bool) {
 // from the accepted unix socket. A connection whose peer cannot be read
 // gets no peer, and every request on it is refused.
 func withPeer(ctx context.Context, c net.Conn) context.Context {
-	uc, ok := c.(*net.UnixConn)
+	uc, ok := unixConn(c)
 	if !ok {
 		return ctx
 	}
@@ -132,7 +132,7 @@ func peerPidfd(c *net.UnixConn, pid int) (int, error) {
 
 // podOf returns the Pod UID of c's peer ("" when it is in no Pod).
 func podOf(c net.Conn, p Peer) (string, error) {
-	uc, ok := c.(*net.UnixConn)
+	uc, ok := unixConn(c)
 	if !ok {
 		return "", errors.New("not a unix socket")
 	}

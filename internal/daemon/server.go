@@ -54,10 +54,20 @@ type Options struct {
 	// DefaultIdleTTL is a new session's idle TTL when its request names
 	// none.
 	DefaultIdleTTL time.Duration
-	// MaxSessionsPerUID caps the sessions one uid other than root may
-	// hold at once (each holds host mounts, a write area and containers
-	// created ahead); 0 for no cap.
+	// MaxSessionsPerUID caps the sessions one owner may hold at once
+	// (each holds host mounts, a write area and containers created
+	// ahead); 0 for no cap. The owner is the uid, root not capped; in Pod
+	// mode it is the Pod ("pod:UID"), whatever uid its processes run as.
 	MaxSessionsPerUID int
+	// MaxSessions caps the sessions the daemon holds at once, every
+	// owner's together, root's included; 0 for no cap.
+	MaxSessions int
+	// MaxMemory caps, in bytes, the memory limits of the calls running at
+	// once (each call reserves its profile's resources.memory, the limit
+	// of its container's cgroup); 0 for no cap. A call over it waits in
+	// the queue of MaxRunning. A session whose profile's limit alone is
+	// above it is refused at creation.
+	MaxMemory int64
 	// StateDir holds the daemon's owner records (STATE_DIR/daemon).
 	StateDir string
 	// KubeletRoot, when set, is the kubelet's root directory on the node
@@ -90,8 +100,11 @@ type Server struct {
 	// deleted Pod's session; an error stops there, as a kill would.
 	endPodHook func(step string) error
 
-	mu       sync.Mutex
-	creating map[int]int // sessions being created, per uid
+	mu sync.Mutex
+	// creating counts the sessions being created, per owner (ownerKey)
+	// and in all.
+	creating      map[string]int
+	creatingTotal int
 }
 
 // NewServer returns the API server of b. It reads the owner records of
@@ -110,8 +123,8 @@ func NewServer(b Backend, opt Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{opt: opt, b: b, owners: o, lim: newLimiter(opt.MaxRunning, opt.QueueWait), mux: http.NewServeMux(), now: time.Now,
-		creating: map[int]int{}}
+	s := &Server{opt: opt, b: b, owners: o, lim: newLimiter(opt.MaxRunning, opt.MaxMemory, opt.QueueWait),
+		mux: http.NewServeMux(), now: time.Now, creating: map[string]int{}}
 	if opt.KubeletRoot != "" {
 		if !filepath.IsAbs(opt.KubeletRoot) {
 			return nil, fmt.Errorf("kubelet root %q: %w: want an absolute path", opt.KubeletRoot, errdefs.ErrInvalidArgument)
@@ -376,7 +389,11 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 	if list, err := s.b.Sessions(ctx); err == nil {
 		h.Sessions = len(list)
 	}
-	h.Calls = api.CallsState{Running: s.lim.running(), Waiting: int(s.lim.waiting.Load()), Cap: cap(s.lim.slots)}
+	running, waiting, memory := s.lim.state()
+	h.Calls = api.CallsState{Running: running, Waiting: waiting, Cap: s.lim.maxCalls}
+	if s.lim.maxMemory > 0 {
+		h.Calls.Memory, h.Calls.MemoryCap = memory, s.lim.maxMemory
+	}
 	writeJSON(w, http.StatusOK, h)
 }
 
@@ -413,7 +430,7 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer rsv.release()
-	cfg := CreateConfig{CreateSession: req, IdleTTL: ttl, DefaultIdleTTL: s.opt.DefaultIdleTTL}
+	cfg := CreateConfig{CreateSession: req, IdleTTL: ttl, DefaultIdleTTL: s.opt.DefaultIdleTTL, MaxMemory: s.opt.MaxMemory}
 	isFile := strings.ContainsRune(req.Profile, '/') || strings.HasSuffix(req.Profile, ".yaml")
 	if err := s.checkPodCreate(p, req, isFile); err != nil {
 		s.fail(w, r, err)
@@ -462,7 +479,15 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
+	// Creating mounts and starts containers: it takes a slot of the call
+	// cap as a call does, and reserves no memory (what it creates ahead
+	// runs nothing).
+	release, ok := s.slot(w, r, "")
+	if !ok {
+		return
+	}
 	sess, err := s.b.Create(r.Context(), cfg)
+	release()
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -500,44 +525,82 @@ func (s *Server) checkPodCreate(p Peer, req api.CreateSession, profileFile bool)
 	return nil
 }
 
-// ErrTooManySessions is a creation over the daemon's
-// --max-sessions-per-uid. It wraps errdefs.ErrResourceExhausted (422
-// limit).
+// ErrTooManySessions is a creation over one of the daemon's session caps:
+// Flag names it (--max-sessions-per-uid, --max-sessions), Of whose
+// sessions it counts ("uid 1001", "pod:UID", "this host"). It wraps
+// errdefs.ErrResourceExhausted (422 limit).
 type ErrTooManySessions struct {
-	UID, Max int
+	Of   string
+	Max  int
+	Flag string
 }
 
 func (e *ErrTooManySessions) Error() string {
-	return fmt.Sprintf("sessions of uid %d: %d already, the daemon's --max-sessions-per-uid; remove one first", e.UID, e.Max)
+	return fmt.Sprintf("sessions of %s: %d already, the daemon's %s; remove one first", e.Of, e.Max, e.Flag)
 }
 
 // Unwrap returns errdefs.ErrResourceExhausted.
 func (e *ErrTooManySessions) Unwrap() error { return errdefs.ErrResourceExhausted }
 
-// reservation is one creation counted against MaxSessionsPerUID until
-// its owner record is added (record) or it fails (release).
+// reservation is one creation counted against MaxSessions and
+// MaxSessionsPerUID until its owner record is added (record) or it fails
+// (release).
 type reservation struct {
-	s    *Server
-	uid  int
-	done bool
+	s     *Server
+	owner string // "" when the owner's own cap does not apply
+	done  bool
 }
 
-// reserveSession counts a creation for p's uid against
-// MaxSessionsPerUID — its recorded sessions and those being created, so
-// that parallel requests cannot overshoot — before anything is read or
-// made. The caller must call release (a no-op after record).
-func (s *Server) reserveSession(p Peer) (*reservation, error) {
-	rsv := &reservation{s: s, uid: p.UID}
-	if p.UID == 0 || s.opt.MaxSessionsPerUID <= 0 {
-		rsv.done = true
-		return rsv, nil
+// sessionCap is one of the caps a creation is counted against: at most
+// max sessions of those whose owner record match says are in it, its
+// error naming flag and of.
+type sessionCap struct {
+	max      int
+	flag, of string
+	match    func(ownerRecord) bool
+	creating int
+}
+
+// ownerCapped reports whether p's sessions count against
+// MaxSessionsPerUID: every uid but root; in Pod mode every Pod (a Pod's
+// processes may all run as root), but not the node's admins.
+func (s *Server) ownerCapped(p Peer) bool {
+	if s.podMode() {
+		return !s.admin(p)
 	}
+	return p.UID != 0
+}
+
+// reserveSession counts a creation by p against MaxSessions (every
+// session) and MaxSessionsPerUID (p's owner's: ownerKey) — the recorded
+// sessions and those being created, so that parallel requests cannot
+// overshoot — before anything is read or made. The caller must call
+// release (a no-op after record).
+func (s *Server) reserveSession(p Peer) (*reservation, error) {
+	owner := ownerKey(p)
+	rsv := &reservation{s: s}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.owners.count(p.UID)+s.creating[p.UID] >= s.opt.MaxSessionsPerUID {
-		return nil, &ErrTooManySessions{UID: p.UID, Max: s.opt.MaxSessionsPerUID}
+	caps := []sessionCap{{max: s.opt.MaxSessions, flag: "--max-sessions", of: "this host",
+		match: func(ownerRecord) bool { return true }, creating: s.creatingTotal}}
+	if s.ownerCapped(p) {
+		rsv.owner = owner
+		of := owner
+		if p.Pod == "" {
+			of = fmt.Sprintf("uid %d", p.UID)
+		}
+		caps = append(caps, sessionCap{max: s.opt.MaxSessionsPerUID, flag: "--max-sessions-per-uid", of: of,
+			match: func(r ownerRecord) bool { return r.owner() == owner }, creating: s.creating[owner]})
 	}
-	s.creating[p.UID]++
+	for _, c := range caps {
+		if c.max > 0 && s.owners.count(c.match)+c.creating >= c.max {
+			return nil, &ErrTooManySessions{Of: c.of, Max: c.max, Flag: c.flag}
+		}
+	}
+	s.creatingTotal++
+	if rsv.owner != "" {
+		s.creating[rsv.owner]++
+	}
 	return rsv, nil
 }
 
@@ -558,14 +621,18 @@ func (r *reservation) release() {
 	r.end()
 }
 
-// end drops the reservation's count; s.mu held.
+// end drops the reservation's counts; s.mu held.
 func (r *reservation) end() {
 	if r.done {
 		return
 	}
 	r.done = true
-	if r.s.creating[r.uid]--; r.s.creating[r.uid] == 0 {
-		delete(r.s.creating, r.uid)
+	r.s.creatingTotal--
+	if r.owner == "" {
+		return
+	}
+	if r.s.creating[r.owner]--; r.s.creating[r.owner] == 0 {
+		delete(r.s.creating, r.owner)
 	}
 }
 
@@ -573,10 +640,7 @@ func (r *reservation) end() {
 func (s *Server) annotate(sess api.Session) api.Session {
 	rec := s.owners.get(sess.ID)
 	sess.Owner = rec.UID
-	sess.OwnedBy = fmt.Sprintf("uid:%d", rec.UID)
-	if rec.Pod != "" {
-		sess.OwnedBy = "pod:" + rec.Pod
-	}
+	sess.OwnedBy = rec.owner()
 	sess.Volume = rec.Volume
 	if sess.LastUsed.IsZero() {
 		sess.LastUsed = sess.Created
@@ -763,10 +827,21 @@ func (s *Server) check(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, d)
 }
 
-// slot takes a slot of the host-wide cap for a call that runs a
-// container, or answers 429 busy.
-func (s *Server) slot(w http.ResponseWriter, r *http.Request) (func(), bool) {
-	release, err := s.lim.acquire(r.Context())
+// slot takes a slot of the host-wide caps for a call of session id that
+// runs a container, reserving the memory limit of the session's
+// containers (Backend.CallMemory); id "" is a creation, which reserves
+// none. Over the caps for the whole queue wait it answers 429 busy.
+func (s *Server) slot(w http.ResponseWriter, r *http.Request, id string) (func(), bool) {
+	var profile string
+	var memory int64
+	if id != "" && s.opt.MaxMemory > 0 {
+		var err error
+		if profile, memory, err = s.b.CallMemory(r.Context(), id); err != nil {
+			s.fail(w, r, notFound(id, err))
+			return nil, false
+		}
+	}
+	release, err := s.lim.acquire(r.Context(), profile, memory)
 	if err != nil {
 		s.fail(w, r, err)
 		return nil, false
@@ -788,7 +863,7 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, fmt.Errorf("argv: %w: empty", errdefs.ErrInvalidArgument))
 		return
 	}
-	release, ok := s.slot(w, r)
+	release, ok := s.slot(w, r, id)
 	if !ok {
 		return
 	}
@@ -836,7 +911,7 @@ func fileCall[Req, Res any](s *Server, w http.ResponseWriter, r *http.Request, c
 		s.fail(w, r, err)
 		return
 	}
-	release, ok := s.slot(w, r)
+	release, ok := s.slot(w, r, id)
 	if !ok {
 		return
 	}
