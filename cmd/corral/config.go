@@ -25,6 +25,8 @@ var configFlags = map[string]string{
 	"max-sessions":            config.KeyMaxSessions, // the daemon's caps (as kubelet-root: daemon flags read through the config)
 	"max-memory":              config.KeyMaxMemory,
 	"max-connections":         config.KeyMaxConnections,
+	"max-kept-patch-bytes":    config.KeyMaxKeptPatchBytes,
+	"kept-patch-retention":    config.KeyKeptPatchRetention,
 	"daemon":                  config.KeyDaemonSocket, // the daemon client's --daemon SOCKET, where it exists
 }
 

@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"time"
 
+	"github.com/corral-sandbox/corral/internal/config"
 	"github.com/corral-sandbox/corral/internal/daemon"
 	"github.com/corral-sandbox/corral/sandbox"
 	"github.com/corral-sandbox/corral/sandbox/api"
@@ -69,6 +70,9 @@ docs/daemon.md.`,
 			// --max-sessions, --max-memory, --max-connections: also
 			// CORRAL_MAX_* and config max_*.
 			cfg.MaxSessions, cfg.MaxMemory, cfg.MaxConnections = g.cfg.MaxSessions, g.cfg.MaxMemory, g.cfg.MaxConnections
+			// --max-kept-patch-bytes, --kept-patch-retention: also
+			// CORRAL_* and config keys.
+			cfg.MaxKeptPatchBytes, cfg.KeptPatchRetention = g.cfg.MaxKeptPatchBytes, g.cfg.KeptPatchRetention
 			sc := g.config(log)
 			sc.Log = g.progress(log, defaultDaemonLevel) // a long-lived process says what it does
 			sc.Cold, sc.MaxWarm = maxWarm == 0, maxWarm
@@ -99,6 +103,8 @@ docs/daemon.md.`,
 	f.String("max-sessions", "", "sessions the daemon holds at once, every owner's together, root's included ($CORRAL_MAX_SESSIONS, config max_sessions; default 0: no cap)")
 	f.String("max-memory", "", "cap on the memory limits of the calls running at once, e.g. 8GiB: each call reserves its profile's resources.memory, and over the cap waits as over --max-running ($CORRAL_MAX_MEMORY, config max_memory; default 0: no cap)")
 	f.String("max-connections", "", fmt.Sprintf("connections open at once; over it a connection is answered 503 and closed ($CORRAL_MAX_CONNECTIONS, config max_connections; default %d)", daemon.DefaultMaxConnections))
+	f.String("max-kept-patch-bytes", "", "bytes of kept patches one owner may hold (in Pod mode: one Pod; root and admins exempt), e.g. 256MiB: a DELETE without discard over it is refused, and an owner over it (by an idle expiry or a deleted Pod) may create no session until it removes kept patches ($CORRAL_MAX_KEPT_PATCH_BYTES, config max_kept_patch_bytes; default "+config.DefaultMaxKeptPatchBytes+"; 0: no cap)")
+	f.String("kept-patch-retention", "", "Pod mode: how long an ended session's kept patch stays on the node before the daemon removes it (audited) ($CORRAL_KEPT_PATCH_RETENTION, config kept_patch_retention; default "+config.DefaultKeptPatchRetention+"; 0: for ever)")
 	f.DurationVar(&cfg.Grace, "grace", 30*time.Second, "on SIGTERM, how long calls in flight may finish before they are canceled")
 	f.String("kubelet-root", "", "Pod mode: the kubelet's root directory on this node (e.g. /var/lib/kubelet); callers are identified by their Pod, and a session's repository is one of the calling Pod's own volumes ($CORRAL_KUBELET_ROOT, config kubelet_root; default off)")
 	f.DurationVar(&cfg.IdleTTL, "idle-ttl", 24*time.Hour, "idle TTL of a session whose request names none: the profile's idle_ttl, shortened to this (docs/daemon.md, Idle sessions)")

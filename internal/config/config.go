@@ -21,6 +21,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/containerd/errdefs"
 	"github.com/corral-sandbox/corral/internal/yamlstrict"
@@ -51,6 +52,16 @@ const (
 	KeyMaxSessions           = "max_sessions"
 	KeyMaxMemory             = "max_memory"
 	KeyMaxConnections        = "max_connections"
+	KeyMaxKeptPatchBytes     = "max_kept_patch_bytes"
+	KeyKeptPatchRetention    = "kept_patch_retention"
+)
+
+// Defaults of the daemon's kept-patch limits.
+const (
+	// DefaultMaxKeptPatchBytes is --max-kept-patch-bytes' default.
+	DefaultMaxKeptPatchBytes = "256MiB"
+	// DefaultKeptPatchRetention is --kept-patch-retention's default.
+	DefaultKeptPatchRetention = "168h"
 )
 
 // File is the config file's schema. Every key is optional.
@@ -84,6 +95,13 @@ type File struct {
 	// MaxConnections caps the connections open to `corral daemon`; 0 for
 	// its default (1024).
 	MaxConnections *int `yaml:"max_connections"`
+	// MaxKeptPatchBytes caps the bytes of the patches `corral daemon`
+	// keeps for one owner (a Pod in Pod mode): bytes, or a size with a
+	// unit ("256MiB"); "0" for no cap.
+	MaxKeptPatchBytes string `yaml:"max_kept_patch_bytes"`
+	// KeptPatchRetention is how long `corral daemon` in Pod mode keeps an
+	// ended session's patch (a Go duration, "168h"); "0" keeps them.
+	KeptPatchRetention string `yaml:"kept_patch_retention"`
 }
 
 // Config is the resolved configuration.
@@ -107,6 +125,12 @@ type Config struct {
 	// MaxConnections is the daemon's cap on open connections (0: the
 	// daemon's default, 1024).
 	MaxConnections int
+	// MaxKeptPatchBytes is the daemon's cap, in bytes, on one owner's
+	// kept patches (0: none).
+	MaxKeptPatchBytes int64
+	// KeptPatchRetention is how long the daemon in Pod mode keeps an
+	// ended session's patch (0: for ever).
+	KeptPatchRetention time.Duration
 	// File is the config file that was read; "" when there was none.
 	File string
 	// Sources says where each setting came from, by key: "flag --x",
@@ -143,6 +167,8 @@ var env = map[string][]string{
 	KeyMaxSessions:           {"CORRAL_MAX_SESSIONS"},
 	KeyMaxMemory:             {"CORRAL_MAX_MEMORY"},
 	KeyMaxConnections:        {"CORRAL_MAX_CONNECTIONS"},
+	KeyMaxKeptPatchBytes:     {"CORRAL_MAX_KEPT_PATCH_BYTES"},
+	KeyKeptPatchRetention:    {"CORRAL_KEPT_PATCH_RETENTION"},
 }
 
 // Env returns the environment variables that set key, in precedence order.
@@ -173,6 +199,8 @@ var defaults = map[string]string{
 	KeyMaxSessions:           "0",
 	KeyMaxMemory:             "0",
 	KeyMaxConnections:        "0",
+	KeyMaxKeptPatchBytes:     DefaultMaxKeptPatchBytes,
+	KeyKeptPatchRetention:    DefaultKeptPatchRetention,
 }
 
 // Resolve reads the config file and the environment and applies the
@@ -222,6 +250,8 @@ func Resolve(in Inputs) (Config, error) {
 		fromFile[KeyMaxConnections] = strconv.Itoa(*file.MaxConnections)
 	}
 	fromFile[KeyMaxMemory] = file.MaxMemory
+	fromFile[KeyMaxKeptPatchBytes] = file.MaxKeptPatchBytes
+	fromFile[KeyKeptPatchRetention] = file.KeptPatchRetention
 	if file.AllowForeignNamespace != nil {
 		fromFile[KeyAllowForeignNamespace] = strconv.FormatBool(*file.AllowForeignNamespace)
 	}
@@ -274,6 +304,14 @@ func Resolve(in Inputs) (Config, error) {
 	mem := get(KeyMaxMemory)
 	if cfg.MaxMemory, err = units.RAMInBytes(mem); err != nil || cfg.MaxMemory < 0 {
 		return Config{}, fmt.Errorf("max-memory %q (%s): %w: want bytes or a size with a binary unit (8GiB, 512MiB), 0 for no cap", mem, cfg.Sources[KeyMaxMemory], errdefs.ErrInvalidArgument)
+	}
+	kept := get(KeyMaxKeptPatchBytes)
+	if cfg.MaxKeptPatchBytes, err = units.RAMInBytes(kept); err != nil || cfg.MaxKeptPatchBytes < 0 {
+		return Config{}, fmt.Errorf("max-kept-patch-bytes %q (%s): %w: want bytes or a size with a binary unit (256MiB, 1GiB), 0 for no cap", kept, cfg.Sources[KeyMaxKeptPatchBytes], errdefs.ErrInvalidArgument)
+	}
+	keep := get(KeyKeptPatchRetention)
+	if cfg.KeptPatchRetention, err = time.ParseDuration(keep); err != nil || cfg.KeptPatchRetention < 0 {
+		return Config{}, fmt.Errorf("kept-patch-retention %q (%s): %w: want a duration (168h, 30m), 0 to keep patches for ever", keep, cfg.Sources[KeyKeptPatchRetention], errdefs.ErrInvalidArgument)
 	}
 	if err := cfg.Validate(); err != nil {
 		return Config{}, err

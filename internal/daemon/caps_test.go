@@ -87,7 +87,7 @@ func TestSessionsPerPodCapped(t *testing.T) {
 			s, err := b.CreateSession(ctx, api.CreateSession{Volume: &api.Volume{Name: "other"}})
 			require.NoError(t, err, "another Pod of the same uid has its own places")
 			for _, id := range append(ids, s.ID) {
-				_, err := e.srv.removeSession(ctx, id, true)
+				_, err := e.srv.removeSession(ctx, id, true, endByDelete)
 				require.NoError(t, err)
 			}
 		})

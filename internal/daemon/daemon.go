@@ -52,6 +52,12 @@ type Config struct {
 	// MaxConnections caps the connections open at once; 0 means
 	// DefaultMaxConnections.
 	MaxConnections int
+	// MaxKeptPatchBytes caps the bytes of one owner's kept patches
+	// (Options.MaxKeptPatchBytes); 0 for none.
+	MaxKeptPatchBytes int64
+	// KeptPatchRetention is how long a kept patch stays in Pod mode
+	// (Options.KeptPatchRetention); 0 for ever.
+	KeptPatchRetention time.Duration
 	// IdleTTL is a new session's default idle TTL.
 	IdleTTL time.Duration
 	// KubeletRoot, when set, is the kubelet's root directory on the node
@@ -229,6 +235,7 @@ func Run(ctx context.Context, cfg Config, newBackend func(context.Context) (Back
 	}
 	srv, err := NewServer(b, Options{Version: cfg.Version, AdminGID: adminGID, MaxRunning: cfg.MaxRunning, QueueWait: cfg.QueueWait,
 		DefaultIdleTTL: cfg.IdleTTL, MaxSessionsPerUID: cfg.MaxSessionsPerUID, MaxSessions: cfg.MaxSessions, MaxMemory: cfg.MaxMemory,
+		MaxKeptPatchBytes: cfg.MaxKeptPatchBytes, KeptPatchRetention: cfg.KeptPatchRetention,
 		StateDir: cfg.StateDir, KubeletRoot: cfg.KubeletRoot, Log: cfg.Log})
 	if err != nil {
 		return err
@@ -319,6 +326,9 @@ func pruneLoop(ctx context.Context, srv *Server, log io.Writer) {
 			fmt.Fprintf(log, "corral daemon: pruning: %v\n", err)
 		}
 		srv.logEnded(srv.EndGonePods(ctx))
+		if err := srv.SweepKeptPatches(ctx); err != nil {
+			fmt.Fprintf(log, "corral daemon: removing kept patches past --kept-patch-retention: %v\n", err)
+		}
 		swept, err := srv.b.Sweep(ctx)
 		for _, l := range swept {
 			fmt.Fprintf(log, "corral daemon: %s\n", l)
@@ -345,7 +355,7 @@ func capsOf(cfg Config) string {
 		return f(n)
 	}
 	count := func(n int64) string { return strconv.FormatInt(n, 10) }
-	return fmt.Sprintf("%d calls at once, memory of running calls %s, sessions %s, per owner %s, connections %d",
+	return fmt.Sprintf("%d calls at once, memory of running calls %s, sessions %s, per owner %s, connections %d, kept patches per owner %s",
 		cfg.MaxRunning, orNoCap(cfg.MaxMemory, size), orNoCap(int64(cfg.MaxSessions), count),
-		orNoCap(int64(cfg.MaxSessionsPerUID), count), cfg.MaxConnections)
+		orNoCap(int64(cfg.MaxSessionsPerUID), count), cfg.MaxConnections, orNoCap(cfg.MaxKeptPatchBytes, size))
 }

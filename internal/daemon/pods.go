@@ -86,7 +86,7 @@ func (s *Server) EndPod(ctx context.Context, uid string) ([]api.PodPatch, error)
 	var out []api.PodPatch
 	var errs []error
 	for _, id := range ids {
-		pp, err := s.endPodSession(ctx, uid, dir, id)
+		pp, _, err := s.endPodSession(ctx, uid, dir, id, "its owner Pod was deleted")
 		if err != nil {
 			errs = append(errs, fmt.Errorf("pod %s: session %s: %w", uid, id, err))
 		}
@@ -111,24 +111,26 @@ const pendingEnd = "ending: the daemon stopped before this session's end was rec
 // a session already ended has its patch, if it kept one, where the
 // executor keeps patches (STATE_DIR/patches/<id>.patch) or already
 // beside the record. The hook endStep (tests) stops it after a step as a
-// kill would. It returns the record, or nil when there is nothing to
-// keep.
-func (s *Server) endPodSession(ctx context.Context, uid, dir, id string) (*api.PodPatch, error) {
+// kill would. reason, when not "", is audited as why the session ended
+// (audit.SessionEnded); the Pod's own DELETE audits nothing more. It
+// returns the record, or nil when there is nothing to keep, and the
+// session's end as DELETE answers it (its Patch the kept record's).
+func (s *Server) endPodSession(ctx context.Context, uid, dir, id, reason string) (*api.PodPatch, api.Removed, error) {
 	rec := s.owners.get(id)
 	jsonPath, dst := filepath.Join(dir, id+".json"), filepath.Join(dir, id+".patch")
 	if prev, err := readPodPatch(jsonPath); err == nil && prev.Error != pendingEnd {
 		// Recorded whole by a daemon that stopped before dropping the
 		// owner record.
-		return nil, s.owners.remove(id)
+		return nil, api.Removed{Removed: id}, s.owners.remove(id)
 	}
 	pp := api.PodPatch{ID: id, PodUID: uid, Volume: rec.Volume, Ended: s.now().UTC(), Files: []string{}}
 	pending := pp
 	pending.Error = pendingEnd
 	if err := writeJSONFile(jsonPath, pending); err != nil {
-		return nil, fmt.Errorf("recording its patch: %w", err)
+		return nil, api.Removed{}, fmt.Errorf("recording its patch: %w", err)
 	}
 	if err := s.endStep("recorded"); err != nil {
-		return nil, err
+		return nil, api.Removed{}, err
 	}
 	var problems []error
 	rm, err := s.b.Remove(ctx, id, false)
@@ -136,7 +138,7 @@ func (s *Server) endPodSession(ctx context.Context, uid, dir, id string) (*api.P
 	case errdefs.IsNotFound(err):
 		// Ended already, by a daemon that stopped before it had
 		// recorded the end (or by the Pod's own DELETE).
-		rm = api.Removed{}
+		rm = api.Removed{Removed: id}
 		for _, p := range []string{dst, filepath.Join(s.podPatchesDir(), id+".patch")} {
 			if _, err := os.Lstat(p); err == nil {
 				rm.Patch = p
@@ -145,14 +147,14 @@ func (s *Server) endPodSession(ctx context.Context, uid, dir, id string) (*api.P
 		}
 		if rm.Patch == "" {
 			// Nothing was kept: nothing to record.
-			return nil, errors.Join(removeIfExists(jsonPath), s.owners.remove(id))
+			return nil, rm, errors.Join(removeIfExists(jsonPath), s.owners.remove(id))
 		}
 	case err != nil:
 		// The record stays pending, the owner record too: retried.
-		return nil, fmt.Errorf("ending it: %w", err)
+		return nil, rm, fmt.Errorf("ending it: %w", err)
 	}
 	if err := s.endStep("ended"); err != nil {
-		return nil, err
+		return nil, rm, err
 	}
 	if rm.PatchError != "" {
 		problems = append(problems, errors.New(rm.PatchError))
@@ -168,9 +170,9 @@ func (s *Server) endPodSession(ctx context.Context, uid, dir, id string) (*api.P
 			}
 		}
 		if err := s.endStep("moved"); err != nil {
-			return nil, err
+			return nil, rm, err
 		}
-		pp.Path = dst
+		pp.Path, rm.Patch = dst, dst
 		if files, err := patchFiles(dst); err != nil {
 			problems = append(problems, err)
 		} else {
@@ -181,21 +183,25 @@ func (s *Server) endPodSession(ctx context.Context, uid, dir, id string) (*api.P
 		pp.Error = errors.Join(problems...).Error()
 	}
 	var errs []error
-	ev := &audit.SessionEnded{Reason: "its owner Pod was deleted", Pod: uid, Patch: pp.Path, Files: pp.Files, Error: pp.Error}
-	if err := s.b.Audit(ctx, id, ev); err != nil {
-		errs = append(errs, fmt.Errorf("auditing its end: %w", err))
+	if reason != "" {
+		ev := &audit.SessionEnded{Reason: reason, Pod: uid, Patch: pp.Path, Files: pp.Files, Error: pp.Error}
+		if err := s.b.Audit(ctx, id, ev); err != nil {
+			errs = append(errs, fmt.Errorf("auditing its end: %w", err))
+		}
 	}
 	if err := writeJSONFile(jsonPath, pp); err != nil {
-		return &pp, errors.Join(append(errs, fmt.Errorf("recording its patch: %w", err))...)
+		return &pp, rm, errors.Join(append(errs, fmt.Errorf("recording its patch: %w", err))...)
 	}
 	if err := s.endStep("completed"); err != nil {
-		return nil, err
+		return nil, rm, err
 	}
 	if err := s.owners.remove(id); err != nil {
 		errs = append(errs, err)
 	}
-	fmt.Fprintf(s.opt.Log, "corral daemon: pod %s was deleted: session %s ended (patch: %s)\n", uid, id, orNone(pp.Path))
-	return &pp, errors.Join(errs...)
+	if reason != "" {
+		fmt.Fprintf(s.opt.Log, "corral daemon: pod %s: session %s ended: %s (patch: %s)\n", uid, id, reason, orNone(pp.Path))
+	}
+	return &pp, rm, errors.Join(errs...)
 }
 
 // endStep runs the test hook endPodHook after a step of endPodSession.
@@ -299,17 +305,14 @@ func (s *Server) podPatches() ([]api.PodPatch, error) {
 	return out, nil
 }
 
-// errAdminsOnly refuses a non-admin caller.
+// errAdminsOnly refuses a caller that is neither an admin nor, in Pod
+// mode, a Pod.
 func errAdminsOnly(what string) error {
-	return fmt.Errorf("%s: %w: only the daemon's admins (root on the node, or its own Pod) may read them", what, errdefs.ErrPermissionDenied)
+	return fmt.Errorf("%s: %w: only the daemon's admins (root on the node, or its own Pod) and, in Pod mode, each Pod for its own may read them", what, errdefs.ErrPermissionDenied)
 }
 
 func (s *Server) listPatches(w http.ResponseWriter, r *http.Request) {
-	if p, _ := peerOf(r.Context()); !s.admin(p) {
-		s.fail(w, r, errAdminsOnly("patches"))
-		return
-	}
-	list, err := s.podPatches()
+	list, err := s.visiblePatches(r)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -318,24 +321,15 @@ func (s *Server) listPatches(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) getPatch(w http.ResponseWriter, r *http.Request) {
-	if p, _ := peerOf(r.Context()); !s.admin(p) {
-		s.fail(w, r, errAdminsOnly("patches"))
-		return
-	}
 	id := r.PathValue("id")
-	list, err := s.podPatches()
+	pp, err := s.keptPatchOf(r, id)
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	i := slices.IndexFunc(list, func(pp api.PodPatch) bool { return pp.ID == id })
-	if !idPattern.MatchString(id) || i < 0 {
-		s.fail(w, r, fmt.Errorf("patch %s: %w", id, errdefs.ErrNotFound))
-		return
-	}
 	var data []byte
-	if list[i].Path != "" {
-		if data, err = os.ReadFile(list[i].Path); err != nil {
+	if pp.Path != "" {
+		if data, err = os.ReadFile(pp.Path); err != nil {
 			s.fail(w, r, fmt.Errorf("patch %s: %w", id, err))
 			return
 		}

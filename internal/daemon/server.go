@@ -68,6 +68,16 @@ type Options struct {
 	// the queue of MaxRunning. A session whose profile's limit alone is
 	// above it is refused at creation.
 	MaxMemory int64
+	// MaxKeptPatchBytes caps, in bytes, the patches kept for one owner
+	// (in Pod mode the Pod; else the uid, root and admins not capped):
+	// a DELETE without discard that would pass it is refused, and an
+	// owner a session end left over it may create no session until it
+	// removes kept patches (docs/daemon.md, "Kept patches"); 0 for no cap.
+	MaxKeptPatchBytes int64
+	// KeptPatchRetention is how long, in Pod mode, a kept patch stays
+	// after its session ended before the prune timer removes it; 0 for
+	// ever.
+	KeptPatchRetention time.Duration
 	// StateDir holds the daemon's owner records (STATE_DIR/daemon).
 	StateDir string
 	// KubeletRoot, when set, is the kubelet's root directory on the node
@@ -218,6 +228,7 @@ func (s *Server) routes() []route {
 		{"POST /v1/sessions/{id}/apply", s.apply},
 		{"GET /v1/patches", s.listPatches},
 		{"GET /v1/patches/{id}", s.getPatch},
+		{"DELETE /v1/patches/{id}", s.removePatch},
 	}
 }
 
@@ -597,6 +608,13 @@ func (s *Server) reserveSession(p Peer) (*reservation, error) {
 			return nil, &ErrTooManySessions{Of: c.of, Max: c.max, Flag: c.flag}
 		}
 	}
+	if rsv.owner != "" && p.Pod != "" {
+		// A Pod an idle expiry or a race left over its kept-patch
+		// budget makes nothing more to keep until it is under.
+		if err := s.overBudget(p.Pod); err != nil {
+			return nil, err
+		}
+	}
 	s.creatingTotal++
 	if rsv.owner != "" {
 		s.creating[rsv.owner]++
@@ -706,7 +724,7 @@ func (s *Server) remove(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, fmt.Errorf("discard %q: %w: want true or false", v, errdefs.ErrInvalidArgument))
 		return
 	}
-	rm, err := s.removeSession(r.Context(), id, discard)
+	rm, err := s.removeSession(r.Context(), id, discard, endByDelete)
 	if err != nil {
 		s.fail(w, r, notFound(id, err))
 		return
@@ -714,7 +732,13 @@ func (s *Server) remove(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, rm)
 }
 
-func (s *Server) removeSession(ctx context.Context, id string, discard bool) (api.Removed, error) {
+// removeSession removes session id, keeping its change set unless
+// discard; a Pod's kept patch goes with its Pod's (endOwnSession), why
+// saying who ended it (endByDelete, endByIdle).
+func (s *Server) removeSession(ctx context.Context, id string, discard bool, why string) (api.Removed, error) {
+	if rec := s.owners.get(id); !discard && s.podMode() && rec.Pod != "" {
+		return s.endOwnSession(ctx, rec, id, why)
+	}
 	rm, err := s.b.Remove(ctx, id, discard)
 	if err != nil {
 		return rm, err
@@ -766,7 +790,7 @@ func (s *Server) pruneSessions(ctx context.Context, list []api.Session, limit fu
 		if now.Sub(sess.LastUsed) < threshold {
 			continue
 		}
-		rm, err := s.removeSession(ctx, sess.ID, false)
+		rm, err := s.removeSession(ctx, sess.ID, false, endByIdle)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("session %s: %w", sess.ID, err))
 			continue
