@@ -52,8 +52,8 @@ type Config struct {
 	// MaxConnections caps the connections open at once; 0 means
 	// DefaultMaxConnections.
 	MaxConnections int
-	// MaxKeptPatchBytes caps the bytes of one owner's kept patches
-	// (Options.MaxKeptPatchBytes); 0 for none.
+	// MaxKeptPatchBytes caps the bytes of one Pod's kept patches in Pod
+	// mode (Options.MaxKeptPatchBytes); 0 for none.
 	MaxKeptPatchBytes int64
 	// KeptPatchRetention is how long a kept patch stays in Pod mode
 	// (Options.KeptPatchRetention); 0 for ever.

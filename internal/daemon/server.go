@@ -68,11 +68,12 @@ type Options struct {
 	// the queue of MaxRunning. A session whose profile's limit alone is
 	// above it is refused at creation.
 	MaxMemory int64
-	// MaxKeptPatchBytes caps, in bytes, the patches kept for one owner
-	// (in Pod mode the Pod; else the uid, root and admins not capped):
-	// a DELETE without discard that would pass it is refused, and an
-	// owner a session end left over it may create no session until it
-	// removes kept patches (docs/daemon.md, "Kept patches"); 0 for no cap.
+	// MaxKeptPatchBytes caps, in Pod mode, the bytes of the patches kept
+	// for one Pod (the node's admins not capped): a DELETE without
+	// discard that would pass it is refused, and a Pod a session end left
+	// over it may create no session until it removes kept patches
+	// (docs/daemon.md, "Kept patches"); 0 for no cap. Outside Pod mode
+	// it does not apply yet.
 	MaxKeptPatchBytes int64
 	// KeptPatchRetention is how long, in Pod mode, a kept patch stays
 	// after its session ended before the prune timer removes it; 0 for
