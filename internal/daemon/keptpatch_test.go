@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -174,4 +175,60 @@ func TestPodModeKeptPatchRetention(t *testing.T) {
 	reason := "ended more than --kept-patch-retention 1h0m0s ago"
 	require.Contains(t, e.fake.audited, audit.Event(&audit.PatchRemoved{Reason: reason, Pod: podA, Patch: rm1.Patch, Files: []string{"openwiki/a.md"}}))
 	require.Contains(t, e.fake.audited, audit.Event(&audit.PatchRemoved{Reason: reason, Pod: podB, Patch: kept[0].Path, Files: []string{"openwiki/b.md"}}))
+}
+
+// TestPodModeOwnEndKilledAtEveryStep: a daemon killed at any step of a
+// live Pod's own DELETE without discard leaves what the next daemon
+// needs: after its start (ForgetMissing, EndGonePods) the patch is
+// listed to the Pod, whole, beside its record, counted and removable —
+// never counted against the Pod's budget while hidden from it.
+func TestPodModeOwnEndKilledAtEveryStep(t *testing.T) {
+	for _, step := range []string{"recorded", "ended", "moved", "completed"} {
+		t.Run(step, func(t *testing.T) {
+			root := kubeletRoot(t)
+			var opts Options
+			e := newEnv(t, func(o *Options) { o.KubeletRoot = root; o.MaxKeptPatchBytes = 1 << 20; opts = *o })
+			e.fake.patchDir = filepath.Join(opts.StateDir, "patches")
+			ctx := context.Background()
+			a, _ := e.client("1000:1000::" + podA)
+			s, err := a.CreateSession(ctx, api.CreateSession{Volume: &api.Volume{Name: "work", SubPath: "repo"}})
+			require.NoError(t, err)
+			_, err = a.Write(ctx, s.ID, api.Write{Path: "openwiki/a.md", Content: "kept\n"})
+			require.NoError(t, err)
+			killed := errors.New("killed")
+			e.srv.endPodHook = func(at string) error {
+				if at == step {
+					return killed
+				}
+				return nil
+			}
+			_, err = e.srv.removeSession(ctx, s.ID, false, endByDelete)
+			require.ErrorIs(t, err, killed)
+
+			// The next daemon, on the same state directory.
+			srv, err := NewServer(e.fake, opts)
+			require.NoError(t, err)
+			require.NoError(t, srv.ForgetMissing(ctx))
+			_, err = srv.EndGonePods(ctx)
+			require.NoError(t, err)
+			pps, err := srv.podPatches()
+			require.NoError(t, err)
+			if step == "recorded" {
+				// Killed before the backend's removal: the session
+				// goes on, nothing kept yet.
+				require.Empty(t, pps)
+				require.Equal(t, []string{s.ID}, srv.owners.ofPod(podA))
+				return
+			}
+			require.Len(t, pps, 1)
+			require.Equal(t, s.ID, pps[0].ID)
+			require.Equal(t, podA, pps[0].PodUID)
+			require.Empty(t, pps[0].Error)
+			require.Equal(t, []string{"openwiki/a.md"}, pps[0].Files)
+			require.Equal(t, filepath.Join(opts.StateDir, "patches", podA, s.ID+".patch"), pps[0].Path)
+			require.FileExists(t, pps[0].Path)
+			require.NoFileExists(t, filepath.Join(opts.StateDir, "patches", s.ID+".patch"))
+			require.Empty(t, srv.owners.ofPod(podA))
+		})
+	}
 }

@@ -48,6 +48,56 @@ func (s *Server) EndGonePods(ctx context.Context) ([]api.PodPatch, error) {
 		out = append(out, kept...)
 		errs = append(errs, err)
 	}
+	kept, err := s.finishPendingEnds(ctx)
+	return append(out, kept...), errors.Join(append(errs, err)...)
+}
+
+// pendingEnds returns the sessions of live Pods whose end (the Pod's
+// DELETE, an idle expiry: endOwnSession) a stopped daemon left pending:
+// their record says pendingEnd. Their owner records stay (ForgetMissing)
+// until finishPendingEnds completes them, so that no kept patch is left
+// counted against its Pod's budget but neither listed nor removable.
+func (s *Server) pendingEnds() map[string]string {
+	out := map[string]string{}
+	for _, uid := range s.owners.pods() {
+		for _, id := range s.owners.ofPod(uid) {
+			if pp, err := readPodPatch(filepath.Join(s.podPatchesDir(), uid, id+".json")); err == nil && pp.Error == pendingEnd {
+				out[id] = uid
+			}
+		}
+	}
+	return out
+}
+
+// finishPendingEnds completes the pending ends (pendingEnds) whose
+// session is gone: the patch a stopped daemon left is moved beside its
+// record and the record completed, as endPodSession resumes a deleted
+// Pod's. A session still there is left to its next end.
+func (s *Server) finishPendingEnds(ctx context.Context) ([]api.PodPatch, error) {
+	pending := s.pendingEnds()
+	if len(pending) == 0 {
+		return nil, nil
+	}
+	all, err := s.b.Sessions(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, x := range all {
+		delete(pending, x.ID)
+	}
+	s.patchesMu.Lock()
+	defer s.patchesMu.Unlock()
+	var out []api.PodPatch
+	var errs []error
+	for id, uid := range pending {
+		pp, _, err := s.endPodSession(ctx, uid, filepath.Join(s.podPatchesDir(), uid), id, "its end was interrupted by the daemon's stop and finished by the next daemon")
+		if err != nil {
+			errs = append(errs, fmt.Errorf("pod %s: session %s: %w", uid, id, err))
+		}
+		if pp != nil {
+			out = append(out, *pp)
+		}
+	}
 	return out, errors.Join(errs...)
 }
 

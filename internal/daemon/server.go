@@ -830,6 +830,11 @@ func (s *Server) ForgetMissing(ctx context.Context) error {
 	for _, id := range s.gonePodsSessions() {
 		ids[id] = true
 	}
+	// Likewise a live Pod's session whose end a stopped daemon left
+	// pending (finishPendingEnds).
+	for id := range s.pendingEnds() {
+		ids[id] = true
+	}
 	s.owners.keepOnly(func(id string) bool { return ids[id] })
 	return nil
 }
