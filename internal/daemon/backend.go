@@ -8,6 +8,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"sync"
 
 	"github.com/containerd/errdefs"
@@ -526,6 +527,34 @@ func (b *sandboxBackend) Patch(ctx context.Context, id string) ([]byte, error) {
 		return nil, err
 	}
 	return changeset.Patch(cs)
+}
+
+// KeptPatchSize renders the patch the session's end would keep (its
+// changes but the rejected ones, as sandbox.Executor.EndSession keeps
+// them) and returns its size.
+func (b *sandboxBackend) KeptPatchSize(ctx context.Context, id string) (int64, error) {
+	s, err := b.session(ctx, id)
+	if err != nil {
+		return 0, err
+	}
+	cs, err := s.ChangesContext(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("collecting the change set: %w", err)
+	}
+	keep := &changeset.Set{}
+	for _, c := range cs.Changes {
+		if !slices.ContainsFunc(cs.Violations, func(v changeset.Problem) bool { return v.Path == c.Path }) {
+			keep.Changes = append(keep.Changes, c)
+		}
+	}
+	if len(keep.Changes) == 0 {
+		return 0, nil
+	}
+	patch, err := changeset.Patch(keep)
+	if err != nil {
+		return 0, err
+	}
+	return int64(len(patch)), nil
 }
 
 // Apply is `corral session apply` without a terminal: a review (no

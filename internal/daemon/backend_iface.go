@@ -57,6 +57,10 @@ type Backend interface {
 	// *changeset.RejectedError when it has violations).
 	Diff(ctx context.Context, id string, contents bool) (*api.ChangeSet, error)
 	Patch(ctx context.Context, id string) ([]byte, error)
+	// KeptPatchSize is the size in bytes of the patch Remove without
+	// discard would keep now: the change set without its rejected
+	// changes (0 when nothing would be kept).
+	KeptPatchSize(ctx context.Context, id string) (int64, error)
 	// Apply reviews the session's change set, and writes the approved
 	// changes unless r says dry run; with r.Diffs each item carries its
 	// change as a patch. canWrite is called, before anything is

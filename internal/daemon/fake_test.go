@@ -144,10 +144,7 @@ func (f *fakeBackend) Remove(_ context.Context, id string, discard bool) (api.Re
 		out.Patch = "/state/patches/" + id + ".patch"
 		if f.patchDir != "" {
 			var b strings.Builder
-			names := slices.Sorted(maps.Keys(s.files))
-			for _, n := range names {
-				fmt.Fprintf(&b, "diff --git a/%s b/%s\nnew file mode 100644\n--- /dev/null\n+++ b/%s\n@@ -0,0 +1 @@\n+%s\n", n, n, n, strings.TrimSuffix(s.files[n], "\n"))
-			}
+			b.WriteString(keptPatch(s))
 			out.Patch = filepath.Join(f.patchDir, id+".patch")
 			if err := os.MkdirAll(f.patchDir, 0o700); err != nil {
 				return out, err
@@ -158,6 +155,26 @@ func (f *fakeBackend) Remove(_ context.Context, id string, discard bool) (api.Re
 		}
 	}
 	return out, nil
+}
+
+// keptPatch is the patch the fake's Remove keeps of s: every file, in
+// order.
+func keptPatch(s *fakeSession) string {
+	var b strings.Builder
+	for _, n := range slices.Sorted(maps.Keys(s.files)) {
+		fmt.Fprintf(&b, "diff --git a/%s b/%s\nnew file mode 100644\n--- /dev/null\n+++ b/%s\n@@ -0,0 +1 @@\n+%s\n", n, n, n, strings.TrimSuffix(s.files[n], "\n"))
+	}
+	return b.String()
+}
+
+func (f *fakeBackend) KeptPatchSize(_ context.Context, id string) (int64, error) {
+	s, err := f.get(id)
+	if err != nil {
+		return 0, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return int64(len(keptPatch(s))), nil
 }
 
 func (f *fakeBackend) Profile(_ context.Context, id string) ([]byte, error) {

@@ -119,7 +119,7 @@ func (s *Server) endOwnSession(ctx context.Context, rec ownerRecord, id, reason 
 	defer s.patchesMu.Unlock()
 	budget := s.opt.MaxKeptPatchBytes
 	if budget > 0 && reason == endByDelete {
-		patch, err := s.b.Patch(ctx, id)
+		need, err := s.b.KeptPatchSize(ctx, id)
 		if err != nil {
 			return api.Removed{}, fmt.Errorf("sizing its patch against the daemon's --max-kept-patch-bytes: %w", err)
 		}
@@ -127,7 +127,7 @@ func (s *Server) endOwnSession(ctx context.Context, rec ownerRecord, id, reason 
 		if err != nil {
 			return api.Removed{}, err
 		}
-		if need := int64(len(patch)); need > 0 && kept+need > budget {
+		if need > 0 && kept+need > budget {
 			return api.Removed{}, &ErrPatchBudget{Of: rec.owner(), Session: id, Kept: kept, Need: need, Budget: budget}
 		}
 	}
