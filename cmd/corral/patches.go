@@ -81,30 +81,35 @@ func newPatchesLsCommand(g *globalFlags) *cobra.Command {
 }
 
 func newPatchesShowCommand(g *globalFlags) *cobra.Command {
-	return &cobra.Command{
-		Use:   "show ID",
-		Short: "Print a kept patch (a git-style unified patch)",
-		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := patchesClient(cmd, g)
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			patch, err := c.PodPatch(cmd.Context(), args[0])
+	return onePatchCommand(g, "show ID", "Print a kept patch (a git-style unified patch)",
+		func(cmd *cobra.Command, c *client.Client, id string) error {
+			patch, err := c.PodPatch(cmd.Context(), id)
 			if err != nil {
 				return &exitError{code: exitFailed, err: err}
 			}
 			_, err = cmd.OutOrStdout().Write(patch)
 			return err
-		},
-	}
+		})
 }
 
 func newPatchesRmCommand(g *globalFlags) *cobra.Command {
+	return onePatchCommand(g, "rm ID", "Remove a kept patch and its record (audited)",
+		func(cmd *cobra.Command, c *client.Client, id string) error {
+			rm, err := c.RemovePatch(cmd.Context(), id)
+			if err != nil {
+				return &exitError{code: exitFailed, err: err}
+			}
+			_, err = fmt.Fprintf(cmd.OutOrStdout(), "removed kept patch %s (%s)\n", rm.Removed, orNonePath(rm.Patch))
+			return err
+		})
+}
+
+// onePatchCommand is a `patches` subcommand on the kept patch named by its
+// one argument: run gets the daemon's client (closed after it) and the ID.
+func onePatchCommand(g *globalFlags, use, short string, run func(cmd *cobra.Command, c *client.Client, id string) error) *cobra.Command {
 	return &cobra.Command{
-		Use:   "rm ID",
-		Short: "Remove a kept patch and its record (audited)",
+		Use:   use,
+		Short: short,
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := patchesClient(cmd, g)
@@ -112,12 +117,7 @@ func newPatchesRmCommand(g *globalFlags) *cobra.Command {
 				return err
 			}
 			defer c.Close()
-			rm, err := c.RemovePatch(cmd.Context(), args[0])
-			if err != nil {
-				return &exitError{code: exitFailed, err: err}
-			}
-			_, err = fmt.Fprintf(cmd.OutOrStdout(), "removed kept patch %s (%s)\n", rm.Removed, orNonePath(rm.Patch))
-			return err
+			return run(cmd, c, args[0])
 		},
 	}
 }
