@@ -735,7 +735,7 @@ func (s *Server) remove(w http.ResponseWriter, r *http.Request) {
 
 // removeSession removes session id, keeping its change set unless
 // discard; a Pod's kept patch goes with its Pod's (endOwnSession), why
-// saying who ended it (endByDelete, endByIdle).
+// saying who ended it (endByDelete, endByPrune, endByIdle).
 func (s *Server) removeSession(ctx context.Context, id string, discard bool, why string) (api.Removed, error) {
 	if rec := s.owners.get(id); !discard && s.podMode() && rec.Pod != "" {
 		return s.endOwnSession(ctx, rec, id, why)
@@ -769,7 +769,7 @@ func (s *Server) prune(w http.ResponseWriter, r *http.Request) {
 	}
 	out, err := s.pruneSessions(r.Context(), list, func(api.Session) time.Duration {
 		return idleFor
-	}, req.IdleFor != "")
+	}, req.IdleFor != "", endByPrune)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -778,8 +778,10 @@ func (s *Server) prune(w http.ResponseWriter, r *http.Request) {
 }
 
 // pruneSessions removes the sessions of list idle for at least their
-// threshold: limit's answer when useLimit, else their own TTL.
-func (s *Server) pruneSessions(ctx context.Context, list []api.Session, limit func(api.Session) time.Duration, useLimit bool) (api.Pruned, error) {
+// threshold: limit's answer when useLimit, else their own TTL; why says
+// who ends them (endByPrune: a caller's request, answered as a DELETE
+// is; endByIdle: the daemon's timer).
+func (s *Server) pruneSessions(ctx context.Context, list []api.Session, limit func(api.Session) time.Duration, useLimit bool, why string) (api.Pruned, error) {
 	out := api.Pruned{Pruned: []api.Removed{}}
 	now := s.now()
 	var errs []error
@@ -791,7 +793,7 @@ func (s *Server) pruneSessions(ctx context.Context, list []api.Session, limit fu
 		if now.Sub(sess.LastUsed) < threshold {
 			continue
 		}
-		rm, err := s.removeSession(ctx, sess.ID, false, endByIdle)
+		rm, err := s.removeSession(ctx, sess.ID, false, why)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("session %s: %w", sess.ID, err))
 			continue
@@ -811,7 +813,7 @@ func (s *Server) PruneExpired(ctx context.Context) (api.Pruned, error) {
 	for i := range all {
 		all[i] = s.annotate(all[i])
 	}
-	return s.pruneSessions(ctx, all, nil, false)
+	return s.pruneSessions(ctx, all, nil, false, endByIdle)
 }
 
 // ForgetMissing drops owner records of sessions that no longer exist.
