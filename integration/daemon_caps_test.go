@@ -1,10 +1,15 @@
 package integration
 
 import (
+	"bufio"
+	"bytes"
 	"context"
+	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -83,4 +88,50 @@ func TestDaemonNodeCaps(t *testing.T) {
 	}
 	d.stop(true)
 	requireDaemonLeftNothing(t, state)
+}
+
+// TestDaemonConnectionsPerUID: a real daemon with --max-connections 8
+// and --max-connections-per-uid 3. Another uid (nobody, through
+// SO_PEERCRED) opens 8 connections and keeps them alive, idle: its first
+// 3 are served, the rest answered 503 naming it and the flag, and root and
+// a third uid still get in. Before the per-uid cap the 8 took every place
+// of the host-wide cap and locked out every other caller, root included.
+// Once its connections close, nobody gets in again.
+func TestDaemonConnectionsPerUID(t *testing.T) {
+	state, sock := daemonDirs(t)
+	d := startDaemon(t, state, sock, "--max-connections", "8", "--max-connections-per-uid", "3")
+	bin := daemonClientPath(t)
+	ctx := context.Background()
+
+	hold := exec.Command(bin, sock, "hold", "8")
+	hold.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534, Groups: []uint32{}}}
+	stdin, err := hold.StdinPipe()
+	require.NoError(t, err)
+	stdout, err := hold.StdoutPipe()
+	require.NoError(t, err)
+	var stderr bytes.Buffer
+	hold.Stderr = &stderr
+	require.NoError(t, hold.Start())
+	t.Cleanup(func() { stdin.Close(); _ = hold.Wait() })
+	line, err := bufio.NewReader(stdout).ReadBytes('\n')
+	require.NoError(t, err, stderr.String())
+	var held struct{ Result []int }
+	require.NoError(t, json.Unmarshal(line, &held), "%s", line)
+	require.Equal(t, []int{200, 200, 200, 503, 503, 503, 503, 503}, held.Result)
+
+	_, err = d.client().Version(ctx)
+	require.NoError(t, err, "root is not locked out by nobody's connections")
+	other := asUID(t, bin, 1234, 65534, sock, "list")
+	require.Empty(t, other.Kind, "another uid is not locked out: %s", other.Message)
+	refused := asUID(t, bin, 65534, 65534, sock, "list")
+	require.Equal(t, api.KindUnavailable, refused.Kind, refused.Message)
+	require.Equal(t, 503, refused.Status)
+	require.Equal(t, "too many connections of uid 65534: 3 are open (the daemon's --max-connections-per-uid); retry later", refused.Message)
+
+	require.NoError(t, stdin.Close())
+	require.NoError(t, hold.Wait())
+	require.Eventually(t, func() bool {
+		return asUID(t, bin, 65534, 65534, sock, "list").Kind == ""
+	}, 10*time.Second, 50*time.Millisecond, "closed connections free their places")
+	d.stop(true)
 }

@@ -34,7 +34,9 @@ when the memory limits of the calls running would pass --max-memory, a
 call waits up to --queue-wait, then gets 429 busy. Creating a session
 takes a slot of --max-running too. Over --max-sessions (every owner's) or
 --max-sessions-per-uid (one owner's) a creation gets 422; over
---max-connections a new connection gets 503 and is closed.
+--max-connections (every caller's) or --max-connections-per-uid (one
+uid's, in Pod mode one Pod's; not the admins') a new connection gets 503
+and is closed.
 
 --kubelet-root DIR (Pod mode, for a DaemonSet): a caller is identified by
 its Pod (its process's cgroup names the Pod's UID) and owns its sessions as
@@ -58,6 +60,8 @@ docs/daemon.md.`,
 				return usageError(fmt.Errorf("--max-warm %d: want 0 or more", maxWarm))
 			case cfg.MaxSessionsPerUID < 0:
 				return usageError(fmt.Errorf("--max-sessions-per-uid %d: want 0 (no cap) or more", cfg.MaxSessionsPerUID))
+			case cfg.MaxConnectionsPerUID < 0:
+				return usageError(fmt.Errorf("--max-connections-per-uid %d: want 0 (no cap) or more", cfg.MaxConnectionsPerUID))
 			case cfg.IdleTTL <= 0:
 				return usageError(fmt.Errorf("--idle-ttl %s: want a duration above 0", cfg.IdleTTL))
 			}
@@ -103,6 +107,7 @@ docs/daemon.md.`,
 	f.String("max-sessions", "", "sessions the daemon holds at once, every owner's together, root's included ($CORRAL_MAX_SESSIONS, config max_sessions; default 0: no cap)")
 	f.String("max-memory", "", "cap on the memory limits of the calls running at once, e.g. 8GiB: each call reserves its profile's resources.memory, and over the cap waits as over --max-running ($CORRAL_MAX_MEMORY, config max_memory; default 0: no cap)")
 	f.String("max-connections", "", fmt.Sprintf("connections open at once; over it a connection is answered 503 and closed ($CORRAL_MAX_CONNECTIONS, config max_connections; default %d)", daemon.DefaultMaxConnections))
+	f.IntVar(&cfg.MaxConnectionsPerUID, "max-connections-per-uid", daemon.DefaultMaxConnectionsPerUID, "connections one uid may hold open at once (in Pod mode: one Pod; root and --admin-group not capped), so that no caller can lock the others out; over it a connection is answered 503 and closed; 0 for no cap")
 	f.String("max-kept-patch-bytes", "", "Pod mode: bytes of kept patches one Pod may hold on the node, e.g. 256MiB: a DELETE without discard over it is refused (422), and a Pod an idle expiry left over it may create no session until it removes kept patches (DELETE /v1/patches/ID) ($CORRAL_MAX_KEPT_PATCH_BYTES, config max_kept_patch_bytes; default "+config.DefaultMaxKeptPatchBytes+"; 0: no cap)")
 	f.String("kept-patch-retention", "", "Pod mode: how long an ended session's kept patch stays on the node before the daemon removes it (audited) ($CORRAL_KEPT_PATCH_RETENTION, config kept_patch_retention; default "+config.DefaultKeptPatchRetention+"; 0: for ever)")
 	f.DurationVar(&cfg.Grace, "grace", 30*time.Second, "on SIGTERM, how long calls in flight may finish before they are canceled")

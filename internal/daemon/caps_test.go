@@ -1,11 +1,15 @@
 package daemon
 
 import (
+	"bufio"
 	"context"
+	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -199,7 +203,7 @@ func TestConnectionCap(t *testing.T) {
 	l, err := net.Listen("unix", sock)
 	require.NoError(t, err)
 	hs := &http.Server{Handler: srv, ConnContext: srv.ConnContext}
-	go hs.Serve(limitConns(l, 2))
+	go hs.Serve(limitConns(l, 2, 0, nil))
 	t.Cleanup(func() { hs.Close() })
 	ctx := context.Background()
 
@@ -211,9 +215,16 @@ func TestConnectionCap(t *testing.T) {
 	}
 	c := client.New(sock)
 	defer c.Close()
-	_, err = c.Version(ctx)
-	requireKind(t, err, api.KindUnavailable, http.StatusServiceUnavailable)
-	require.Equal(t, "too many connections: 2 are open (the daemon's --max-connections); retry later", err.Error())
+	// Every time: the answer is written once the request has come, never
+	// before it (Go's client drops an answer that comes before its
+	// request as unsolicited, and fails with no message).
+	for range 200 {
+		c := client.New(sock)
+		_, err = c.Version(ctx)
+		c.Close()
+		requireKind(t, err, api.KindUnavailable, http.StatusServiceUnavailable)
+		require.Equal(t, "too many connections: 2 are open (the daemon's --max-connections); retry later", err.Error())
+	}
 
 	held[0].Close()
 	require.Eventually(t, func() bool {
@@ -221,6 +232,71 @@ func TestConnectionCap(t *testing.T) {
 		return err == nil
 	}, 5*time.Second, 20*time.Millisecond, "a closed connection frees its place")
 	held[1].Close()
+}
+
+// TestConnectionCapPerOwner: one owner (here named by the path its
+// client socket is bound to) holds at most --max-connections-per-uid
+// connections; its next is answered 503 naming the owner and the flag,
+// while another owner and an admin (capped false) still connect — so
+// that one uid's idle keep-alive connections cannot lock every other
+// caller out, as they could with the host-wide cap alone. Closing one
+// frees its owner's place.
+func TestConnectionCapPerOwner(t *testing.T) {
+	srv, err := NewServer(newFake(), Options{Version: "test", AdminGID: -1, MaxRunning: 4, QueueWait: time.Second, StateDir: t.TempDir()})
+	require.NoError(t, err)
+	dir, err := os.MkdirTemp("", "corral-daemon-test-")
+	require.NoError(t, err)
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	sock := filepath.Join(dir, "s.sock")
+	l, err := net.Listen("unix", sock)
+	require.NoError(t, err)
+	ownerOf := func(c net.Conn) (Peer, bool, string, bool) {
+		name := filepath.Base(c.RemoteAddr().String())
+		owner, _, _ := strings.Cut(name, "-")
+		return Peer{UID: 0, PID: 1}, true, owner, owner != "admin"
+	}
+	hs := &http.Server{Handler: srv, ConnContext: srv.ConnContext}
+	go hs.Serve(limitConns(l, 10, 2, ownerOf))
+	t.Cleanup(func() { hs.Close() })
+
+	n := 0
+	dial := func(owner string) net.Conn {
+		n++
+		laddr := &net.UnixAddr{Name: filepath.Join(dir, fmt.Sprintf("%s-%d", owner, n)), Net: "unix"}
+		c, err := net.DialUnix("unix", laddr, &net.UnixAddr{Name: sock, Net: "unix"})
+		require.NoError(t, err)
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	// get sends GET /v1/version on c and returns the status and body.
+	get := func(c net.Conn) (int, string) {
+		_, err := io.WriteString(c, "GET /v1/version HTTP/1.1\r\nHost: corral\r\n\r\n")
+		require.NoError(t, err)
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(body)
+	}
+
+	hostile := []net.Conn{dial("hostile"), dial("hostile")}
+	for _, c := range hostile {
+		status, _ := get(c)
+		require.Equal(t, http.StatusOK, status, "kept alive, idle")
+	}
+	status, body := get(dial("hostile"))
+	require.Equal(t, http.StatusServiceUnavailable, status)
+	require.JSONEq(t, `{"error":{"kind":"unavailable","message":"too many connections of hostile: 2 are open (the daemon's --max-connections-per-uid); retry later"}}`, body)
+	for _, owner := range []string{"victim", "admin", "admin", "admin"} {
+		status, _ := get(dial(owner))
+		require.Equal(t, http.StatusOK, status, "%s is not locked out by another owner's connections", owner)
+	}
+
+	hostile[0].Close()
+	require.Eventually(t, func() bool {
+		status, _ := get(dial("hostile"))
+		return status == http.StatusOK
+	}, 5*time.Second, 20*time.Millisecond, "a closed connection frees its owner's place")
 }
 
 // TestMemoryQueueIsStrict: a call that would fit waits behind an earlier

@@ -156,18 +156,51 @@ func NewServer(b Backend, opt Options) (*Server, error) {
 func ConnContext(ctx context.Context, c net.Conn) context.Context { return withPeer(ctx, c) }
 
 // ConnContext is http.Server.ConnContext for s: ConnContext, and in Pod
-// mode the peer's Pod (package kubepod), read once per connection.
+// mode the peer's Pod (package kubepod), read once per connection (by
+// the connection cap when it read it at accept: connOwner).
 func (s *Server) ConnContext(ctx context.Context, c net.Conn) context.Context {
-	ctx = withPeer(ctx, c)
-	if !s.podMode() {
-		return ctx
+	if cc, ok := c.(*countedConn); ok && cc.l.ownerOf != nil {
+		if !cc.peerOK {
+			return ctx
+		}
+		return context.WithValue(ctx, peerKey{}, cc.peer)
 	}
-	p, ok := peerOf(ctx)
+	p, ok := s.identify(c)
 	if !ok {
 		return ctx
 	}
-	p.Pod, p.PodErr = podOf(c, p)
 	return context.WithValue(ctx, peerKey{}, p)
+}
+
+// identify reads c's caller: SO_PEERCRED and SO_PEERGROUPS, and in Pod
+// mode its Pod; ok false when the credentials could not be read.
+func (s *Server) identify(c net.Conn) (Peer, bool) {
+	p, ok := peerOf(withPeer(context.Background(), c))
+	if !ok || !s.podMode() {
+		return p, ok
+	}
+	p.Pod, p.PodErr = podOf(c, p)
+	return p, true
+}
+
+// connOwner is the connection cap's ownerOf (--max-connections-per-uid):
+// c's caller and the owner its connections count against — "uid N", or
+// in Pod mode "pod:UID" for a caller in a Pod — capped false for the
+// daemon's admins (root, the admin group; in Pod mode root in no Pod and
+// the daemon's own Pod), so that no caller can lock them out. A caller
+// whose credentials or Pod could not be read is counted by uid: its
+// requests are refused, its connections still held.
+func (s *Server) connOwner(c net.Conn) (p Peer, ok bool, owner string, capped bool) {
+	p, ok = s.identify(c)
+	switch {
+	case !ok:
+		return p, false, "an unidentified caller", true
+	case s.podMode() && p.PodErr == nil && p.Pod != "":
+		return p, true, "pod:" + p.Pod, p.Pod != s.ownPod
+	case s.podMode():
+		return p, true, fmt.Sprintf("uid %d", p.UID), p.PodErr != nil || p.UID != 0
+	}
+	return p, true, fmt.Sprintf("uid %d", p.UID), !s.admin(p)
 }
 
 // podMode reports whether the server serves Pods (Options.KubeletRoot).
