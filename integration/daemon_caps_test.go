@@ -135,3 +135,77 @@ func TestDaemonConnectionsPerUID(t *testing.T) {
 	}, 10*time.Second, 50*time.Millisecond, "closed connections free their places")
 	d.stop(true)
 }
+
+// TestDaemonQueueFairAcrossUIDs: a real daemon with --max-running 1 and
+// --queue-wait 12s. One uid (nobody) floods it: 8 calls of 2s each at once
+// (one runs, 7 wait). A call of another uid, queued after them all, runs
+// after the call running now, not behind the 7 (at least 14s, longer
+// than the queue wait: 429 busy): a slot that frees goes to the owner
+// running the fewest calls. Nobody's calls run or wait in vain (429);
+// none fails otherwise.
+func TestDaemonQueueFairAcrossUIDs(t *testing.T) {
+	state, sock := daemonDirs(t)
+	d := startDaemon(t, state, sock, "--max-running", "1", "--queue-wait", "12s")
+	bin := daemonClientPath(t)
+	repo := openRepo(t, map[string]string{"README.md": "# r\n", "slow.txt": slowLine()})
+	docs, err := os.ReadFile(filepath.Join("..", "profiles", "builtin", "docs.yaml"))
+	require.NoError(t, err)
+	short := strings.NewReplacer("name: docs", "name: short", "timeout: 60s", "timeout: 2s").Replace(string(docs))
+	require.Contains(t, short, "timeout: 2s")
+	profDir, err := os.MkdirTemp("", "corral-it-prof-")
+	require.NoError(t, err)
+	t.Cleanup(func() { os.RemoveAll(profDir) })
+	require.NoError(t, os.Chmod(profDir, 0o755))
+	prof := filepath.Join(profDir, "short.yaml")
+	require.NoError(t, os.WriteFile(prof, []byte(short), 0o644))
+
+	create := func(uid int) string {
+		o := asUID(t, bin, uid, 65534, sock, "create-json", `{"repo":"`+repo+`","read_only":true,"profile":"`+prof+`"}`)
+		require.Empty(t, o.Kind, o.Message)
+		var s api.Session
+		require.NoError(t, json.Unmarshal(o.Result, &s))
+		return s.ID
+	}
+	hostile, victim := create(65534), create(1234)
+
+	type out struct {
+		o   dcOutput
+		err error
+	}
+	flood := make(chan out, 8)
+	for range 8 {
+		go func() {
+			cmd := exec.Command(bin, append([]string{sock, "exec", hostile}, slowArgv...)...)
+			cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534, Groups: []uint32{}}}
+			b, err := cmd.Output()
+			var o dcOutput
+			if err == nil {
+				err = json.Unmarshal(b, &o)
+			}
+			flood <- out{o, err}
+		}()
+	}
+	c := d.client()
+	ctx := context.Background()
+	require.Eventually(t, func() bool {
+		h, err := c.Health(ctx)
+		return err == nil && h.Calls.Running == 1 && h.Calls.Waiting == 7
+	}, 60*time.Second, 20*time.Millisecond, "one of nobody's calls runs, 7 wait")
+
+	start := time.Now()
+	o := asUID(t, bin, 1234, 65534, sock, "exec", victim, "cat", "README.md")
+	require.Empty(t, o.Kind, "uid 1234's call, queued behind 7 of nobody's, waited %s: %s", time.Since(start), o.Message)
+	var res api.ExecResult
+	require.NoError(t, json.Unmarshal(o.Result, &res))
+	require.Equal(t, "# r\n", string(res.Stdout))
+	t.Logf("uid 1234's call waited and ran in %s behind nobody's flood", time.Since(start))
+
+	// Nobody's calls: each ran to its timeout or waited in vain; none
+	// failed otherwise.
+	for range 8 {
+		r := <-flood
+		require.NoError(t, r.err)
+		require.Contains(t, []string{"", api.KindBusy}, r.o.Kind, r.o.Message)
+	}
+	d.stop(true)
+}

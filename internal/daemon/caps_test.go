@@ -305,23 +305,23 @@ func TestConnectionCapPerOwner(t *testing.T) {
 func TestMemoryQueueIsStrict(t *testing.T) {
 	l := newLimiter(4, 1<<30, 10*time.Second)
 	ctx := context.Background()
-	release, err := l.acquire(ctx, "big", 768<<20)
+	release, err := l.acquire(ctx, "uid 1000", "big", 768<<20)
 	require.NoError(t, err)
 	bigDone := make(chan func(), 1)
 	go func() {
-		r, err := l.acquire(ctx, "big", 768<<20)
+		r, err := l.acquire(ctx, "uid 1000", "big", 768<<20)
 		assert.NoError(t, err)
 		bigDone <- r
 	}()
 	require.Eventually(t, func() bool { _, w, _ := l.state(); return w == 1 }, 5*time.Second, 5*time.Millisecond)
 	short, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
 	defer cancel()
-	_, err = l.acquire(short, "small", 128<<20)
+	_, err = l.acquire(short, "uid 1000", "small", 128<<20)
 	require.ErrorIs(t, err, context.DeadlineExceeded, "128MiB would fit, but a call queued before it does not")
 
 	smallDone := make(chan func(), 1)
 	go func() {
-		r, err := l.acquire(ctx, "small", 128<<20)
+		r, err := l.acquire(ctx, "uid 1000", "small", 128<<20)
 		assert.NoError(t, err)
 		smallDone <- r
 	}()
@@ -335,9 +335,47 @@ func TestMemoryQueueIsStrict(t *testing.T) {
 
 	require.EqualError(t, &ErrBusy{Cap: 4, Wait: time.Second, MemoryCap: 1 << 30, Memory: 768 << 20, Need: 128 << 20},
 		"busy: running calls hold 768MiB of the daemon's --max-memory 1GiB and a call queued before this one (128MiB) needs more than is free; not enough freed within 1s (--queue-wait); retry later")
-	_, err = l.acquire(ctx, "huge", 2<<30)
+	_, err = l.acquire(ctx, "uid 1000", "huge", 2<<30)
 	require.EqualError(t, err, `profile "huge": its memory limit of 2GiB per call is above the daemon's --max-memory 1GiB; use a profile with a smaller resources.memory`)
 	require.True(t, errdefs.IsResourceExhausted(err))
 	running, waiting, memory = l.state()
 	require.Equal(t, [3]int64{0, 0, 0}, [3]int64{int64(running), int64(waiting), memory})
+}
+
+// TestQueueFairBetweenOwners: with one slot held by owner A and 5 more
+// of A's calls queued, a call of owner B queued after them all starts at
+// the next release (B runs fewer calls), not behind A's queue; A's own
+// calls still start in the order they came. With a strict FIFO, B waited
+// for all of A's calls and, past the queue wait, got 429 busy.
+func TestQueueFairBetweenOwners(t *testing.T) {
+	l := newLimiter(1, 0, 10*time.Second)
+	ctx := context.Background()
+	first, err := l.acquire(ctx, "uid 1000", "", 0)
+	require.NoError(t, err)
+	started := make(chan string, 7)
+	releases := make(chan func(), 7)
+	call := func(owner, name string) {
+		r, err := l.acquire(ctx, owner, "", 0)
+		assert.NoError(t, err)
+		started <- name
+		releases <- r
+	}
+	for i := range 5 {
+		go call("uid 1000", fmt.Sprintf("A%d", i))
+		require.Eventually(t, func() bool { _, w, _ := l.state(); return w == i+1 }, 5*time.Second, time.Millisecond)
+	}
+	go call("uid 1001", "B")
+	require.Eventually(t, func() bool { _, w, _ := l.state(); return w == 6 }, 5*time.Second, time.Millisecond)
+
+	first()
+	var order []string
+	for range 6 {
+		order = append(order, <-started)
+		(<-releases)()
+	}
+	require.Equal(t, []string{"B", "A0", "A1", "A2", "A3", "A4"}, order)
+	running, waiting, _ := l.state()
+	require.Equal(t, [2]int{0, 0}, [2]int{running, waiting})
+	require.Empty(t, l.byOwner, "every owner's count went back to zero")
+	require.Empty(t, l.started, "nothing kept of an owner that neither runs nor queues a call")
 }

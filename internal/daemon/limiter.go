@@ -3,6 +3,7 @@ package daemon
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -21,11 +22,16 @@ import (
 //     Session creation takes a slot and reserves no memory: the
 //     containers it creates ahead run nothing until a call takes one.
 //
-// A call that does not fit waits in one FIFO queue up to wait, then fails
-// with ErrBusy naming the cap that held it back. The queue is strict:
-// a call that fits never passes one queued before it, so a call with a
-// large limit is not starved by a stream of small ones. It keeps memory
-// and CPU bounded under any number of clients.
+// A call that does not fit waits in one queue up to wait, then fails
+// with ErrBusy naming the cap that held it back. The queue is fair
+// between owners (a uid, in Pod mode a Pod: ownerKey) and strict: the
+// next call to start is the queued call of the owner running the fewest
+// calls now, among equals the one whose last call started longest ago,
+// and of that owner the earliest queued (so one owner's calls start in
+// the order they came); while that call does not fit no other starts, so a call with a large limit is not starved by a stream of small
+// ones. One owner flooding the daemon thus delays another's call by the
+// calls running, never by its own queue. It keeps memory and CPU bounded
+// under any number of clients.
 type limiter struct {
 	maxCalls  int
 	maxMemory int64
@@ -35,11 +41,18 @@ type limiter struct {
 	calls  int
 	memory int64
 	queue  []*waiter
+	// byOwner counts the calls running per owner.
+	byOwner map[string]int
+	// started is when (in grants) each owner's last call started, kept
+	// while the owner runs or queues a call; granted counts the grants.
+	started map[string]uint64
+	granted uint64
 }
 
-// waiter is a queued call: ready is closed once it holds its slot and
-// memory (granted).
+// waiter is a queued call of owner: ready is closed once it holds its
+// slot and memory (granted).
 type waiter struct {
+	owner   string
 	memory  int64
 	ready   chan struct{}
 	granted bool
@@ -96,7 +109,7 @@ func (e *ErrCallMemory) Unwrap() error { return errdefs.ErrResourceExhausted }
 func size(n int64) string { return units.BytesSize(float64(n)) }
 
 func newLimiter(calls int, memory int64, wait time.Duration) *limiter {
-	return &limiter{maxCalls: calls, maxMemory: memory, wait: wait}
+	return &limiter{maxCalls: calls, maxMemory: memory, wait: wait, byOwner: map[string]int{}, started: map[string]uint64{}}
 }
 
 // fits reports whether a call reserving memory can start now; l.mu held.
@@ -104,29 +117,45 @@ func (l *limiter) fits(memory int64) bool {
 	return l.calls < l.maxCalls && (l.maxMemory <= 0 || l.memory+memory <= l.maxMemory)
 }
 
-// take counts a call reserving memory as running; l.mu held.
-func (l *limiter) take(memory int64) {
+// take counts a call of owner reserving memory as running; l.mu held.
+func (l *limiter) take(owner string, memory int64) {
 	l.calls++
 	l.memory += memory
+	l.byOwner[owner]++
+	l.granted++
+	l.started[owner] = l.granted
 }
 
-// acquire takes a slot and reserves memory bytes (profile is the
-// session's profile, for the error of a call that can never fit), waiting
-// up to l.wait; the caller must call the returned release once its
-// container is gone.
-func (l *limiter) acquire(ctx context.Context, profile string, memory int64) (release func(), err error) {
+// forget drops what l keeps of owner once it neither runs nor queues a
+// call; l.mu held.
+func (l *limiter) forget(owner string) {
+	if l.byOwner[owner] > 0 || slices.ContainsFunc(l.queue, func(w *waiter) bool { return w.owner == owner }) {
+		return
+	}
+	delete(l.byOwner, owner)
+	delete(l.started, owner)
+}
+
+// acquire takes a slot for a call of owner and reserves memory bytes
+// (profile is the session's profile, for the error of a call that can
+// never fit), waiting up to l.wait; the caller must call the returned
+// release once its container is gone.
+func (l *limiter) acquire(ctx context.Context, owner, profile string, memory int64) (release func(), err error) {
 	if l.maxMemory > 0 && memory > l.maxMemory {
 		return nil, &ErrCallMemory{Profile: profile, Limit: memory, MemoryCap: l.maxMemory}
 	}
-	release = func() { l.release(memory) }
+	release = sync.OnceFunc(func() { l.release(owner, memory) })
 	l.mu.Lock()
 	if len(l.queue) == 0 && l.fits(memory) {
-		l.take(memory)
+		l.take(owner, memory)
 		l.mu.Unlock()
 		return release, nil
 	}
-	w := &waiter{memory: memory, ready: make(chan struct{})}
+	w := &waiter{owner: owner, memory: memory, ready: make(chan struct{})}
 	l.queue = append(l.queue, w)
+	// It may be the next to start (its owner runs fewer calls than the
+	// others waiting), and fit.
+	l.grant()
 	l.mu.Unlock()
 
 	t := time.NewTimer(l.wait)
@@ -151,7 +180,8 @@ func (l *limiter) acquire(ctx context.Context, profile string, memory int64) (re
 			break
 		}
 	}
-	l.grant() // the head may have left
+	l.forget(owner)
+	l.grant() // the next may have left
 	return nil, err
 }
 
@@ -166,21 +196,42 @@ func (l *limiter) busy(memory int64) error {
 	return &ErrBusy{Cap: l.maxCalls, Wait: l.wait, MemoryCap: l.maxMemory, Memory: l.memory, Need: memory}
 }
 
-func (l *limiter) release(memory int64) {
+func (l *limiter) release(owner string, memory int64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.calls--
 	l.memory -= memory
+	l.byOwner[owner]--
+	l.forget(owner)
 	l.grant()
 }
 
-// grant starts the queued calls that fit, in order, stopping at the
-// first that does not; l.mu held.
+// next returns the index in l.queue of the call to start next: of the
+// owner running the fewest calls, among equals the one whose last call
+// started longest ago, the earliest queued; l.mu held, the queue not
+// empty.
+func (l *limiter) next() int {
+	best := 0
+	for i, w := range l.queue[1:] {
+		b := l.queue[best].owner
+		if n, m := l.byOwner[w.owner], l.byOwner[b]; n < m || n == m && l.started[w.owner] < l.started[b] {
+			best = i + 1
+		}
+	}
+	return best
+}
+
+// grant starts queued calls while the next one (next) fits, stopping at
+// the first that does not; l.mu held.
 func (l *limiter) grant() {
-	for len(l.queue) > 0 && l.fits(l.queue[0].memory) {
-		w := l.queue[0]
-		l.queue = l.queue[1:]
-		l.take(w.memory)
+	for len(l.queue) > 0 {
+		i := l.next()
+		w := l.queue[i]
+		if !l.fits(w.memory) {
+			return
+		}
+		l.queue = append(l.queue[:i], l.queue[i+1:]...)
+		l.take(w.owner, w.memory)
 		w.granted = true
 		close(w.ready)
 	}

@@ -895,7 +895,8 @@ func (s *Server) check(w http.ResponseWriter, r *http.Request) {
 // slot takes a slot of the host-wide caps for a call of session id that
 // runs a container, reserving the memory limit of the session's
 // containers (Backend.CallMemory); id "" is a creation, which reserves
-// none. Over the caps for the whole queue wait it answers 429 busy.
+// none. The queue is fair between the callers' owners (ownerKey). Over
+// the caps for the whole queue wait it answers 429 busy.
 func (s *Server) slot(w http.ResponseWriter, r *http.Request, id string) (func(), bool) {
 	var profile string
 	var memory int64
@@ -906,7 +907,8 @@ func (s *Server) slot(w http.ResponseWriter, r *http.Request, id string) (func()
 			return nil, false
 		}
 	}
-	release, err := s.lim.acquire(r.Context(), profile, memory)
+	p, _ := peerOf(r.Context())
+	release, err := s.lim.acquire(r.Context(), ownerKey(p), profile, memory)
 	if err != nil {
 		s.fail(w, r, err)
 		return nil, false
