@@ -209,3 +209,54 @@ func TestDaemonQueueFairAcrossUIDs(t *testing.T) {
 	}
 	d.stop(true)
 }
+
+// TestDaemonRunningPerUID: a real daemon with --max-running 2 and
+// --max-running-per-uid 1. One uid (nobody) starts 2 calls that run for
+// their whole 15s timeout: one runs, the other waits for it although a
+// slot is free, and another uid's call runs at once in that slot. Before
+// the per-uid cap nobody's 2 calls held both slots and the other uid got
+// 429 busy after the queue wait.
+func TestDaemonRunningPerUID(t *testing.T) {
+	state, sock := daemonDirs(t)
+	d := startDaemon(t, state, sock, "--max-running", "2", "--max-running-per-uid", "1", "--queue-wait", "5s", "--grace", "1s")
+	bin := daemonClientPath(t)
+	repo := openRepo(t, map[string]string{"README.md": "# r\n", "slow.txt": slowLine()})
+	docs, err := os.ReadFile(filepath.Join("..", "profiles", "builtin", "docs.yaml"))
+	require.NoError(t, err)
+	long := strings.NewReplacer("name: docs", "name: long", "timeout: 60s", "timeout: 15s").Replace(string(docs))
+	profDir, err := os.MkdirTemp("", "corral-it-prof-")
+	require.NoError(t, err)
+	t.Cleanup(func() { os.RemoveAll(profDir) })
+	require.NoError(t, os.Chmod(profDir, 0o755))
+	prof := filepath.Join(profDir, "long.yaml")
+	require.NoError(t, os.WriteFile(prof, []byte(long), 0o644))
+	create := func(uid int) string {
+		o := asUID(t, bin, uid, 65534, sock, "create-json", `{"repo":"`+repo+`","read_only":true,"profile":"`+prof+`"}`)
+		require.Empty(t, o.Kind, o.Message)
+		var s api.Session
+		require.NoError(t, json.Unmarshal(o.Result, &s))
+		return s.ID
+	}
+	hostile, victim := create(65534), create(1234)
+	for range 2 {
+		cmd := exec.Command(bin, append([]string{sock, "exec", hostile}, slowArgv...)...)
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534, Groups: []uint32{}}}
+		require.NoError(t, cmd.Start())
+		t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	}
+	c := d.client()
+	ctx := context.Background()
+	require.Eventually(t, func() bool {
+		h, err := c.Health(ctx)
+		return err == nil && h.Calls.Running == 1 && h.Calls.Waiting == 1
+	}, 60*time.Second, 20*time.Millisecond, "one of nobody's calls runs, the other waits with a slot free")
+
+	start := time.Now()
+	o := asUID(t, bin, 1234, 65534, sock, "exec", victim, "cat", "README.md")
+	require.Empty(t, o.Kind, "uid 1234's call beside nobody's long ones, after %s: %s", time.Since(start), o.Message)
+	var res api.ExecResult
+	require.NoError(t, json.Unmarshal(o.Result, &res))
+	require.Equal(t, "# r\n", string(res.Stdout))
+	t.Logf("uid 1234's call ran in %s beside nobody's long calls", time.Since(start))
+	d.stop(true)
+}

@@ -33,7 +33,8 @@ it (SO_PEERCRED); other uids get 404 for it, root and members of
 when the memory limits of the calls running would pass --max-memory, a
 call waits up to --queue-wait, then gets 429 busy. Creating a session
 takes a slot of --max-running too. Over --max-sessions (every owner's) or
---max-sessions-per-uid (one owner's) a creation gets 422; over
+--max-sessions-per-uid (one owner's) a creation gets 422; a uid's call
+over --max-running-per-uid waits for one of its own to end; over
 --max-connections (every caller's) or --max-connections-per-uid (one
 uid's, in Pod mode one Pod's; not the admins') a new connection gets 503
 and is closed.
@@ -60,10 +61,15 @@ docs/daemon.md.`,
 				return usageError(fmt.Errorf("--max-warm %d: want 0 or more", maxWarm))
 			case cfg.MaxSessionsPerUID < 0:
 				return usageError(fmt.Errorf("--max-sessions-per-uid %d: want 0 (no cap) or more", cfg.MaxSessionsPerUID))
+			case cfg.MaxRunningPerUID < 0:
+				return usageError(fmt.Errorf("--max-running-per-uid %d: want 0 (no cap) or more", cfg.MaxRunningPerUID))
 			case cfg.MaxConnectionsPerUID < 0:
 				return usageError(fmt.Errorf("--max-connections-per-uid %d: want 0 (no cap) or more", cfg.MaxConnectionsPerUID))
 			case cfg.IdleTTL <= 0:
 				return usageError(fmt.Errorf("--idle-ttl %s: want a duration above 0", cfg.IdleTTL))
+			}
+			if !cmd.Flags().Changed("max-running-per-uid") {
+				cfg.MaxRunningPerUID = daemon.DefaultMaxRunningPerUID(cfg.MaxRunning)
 			}
 			log := cmd.ErrOrStderr()
 			if !cmd.Flags().Changed("socket") && g.cfg.DaemonSocket != "" {
@@ -101,6 +107,7 @@ docs/daemon.md.`,
 	f.StringVar(&cfg.SocketGroup, "socket-group", "corral", "group that may connect (socket mode 0660); when it does not exist the socket is root's alone (0600)")
 	f.StringVar(&cfg.AdminGroup, "admin-group", "", "group whose members see and touch every session, as root does")
 	f.IntVar(&cfg.MaxRunning, "max-running", max(4, 2*runtime.NumCPU()), "calls running a container at once, host-wide")
+	f.IntVar(&cfg.MaxRunningPerUID, "max-running-per-uid", 0, "calls one uid other than root runs at once (in Pod mode: one Pod), so that one caller's long calls never hold every slot; 0 for no cap (default: --max-running less a quarter of it, at least 1)")
 	f.DurationVar(&cfg.QueueWait, "queue-wait", 30*time.Second, "how long a call over --max-running waits for a slot before 429 busy")
 	f.IntVar(&maxWarm, "max-warm", sandbox.DefaultMaxWarm, "containers created ahead of calls, host-wide; each session keeps its profile's pool_depth (default 2) under it; 0 creates each on its call")
 	f.IntVar(&cfg.MaxSessionsPerUID, "max-sessions-per-uid", daemon.DefaultMaxSessionsPerUID, "sessions one uid other than root may hold at once (in Pod mode: one Pod); 0 for no cap")

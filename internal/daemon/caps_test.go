@@ -303,25 +303,25 @@ func TestConnectionCapPerOwner(t *testing.T) {
 // one that does not (a large call is never starved by small ones), and
 // runs after it; the busy error of such a call says why it waited.
 func TestMemoryQueueIsStrict(t *testing.T) {
-	l := newLimiter(4, 1<<30, 10*time.Second)
+	l := newLimiter(4, 1<<30, 10*time.Second, 0)
 	ctx := context.Background()
-	release, err := l.acquire(ctx, "uid 1000", "big", 768<<20)
+	release, err := l.acquire(ctx, "uid 1000", true, "big", 768<<20)
 	require.NoError(t, err)
 	bigDone := make(chan func(), 1)
 	go func() {
-		r, err := l.acquire(ctx, "uid 1000", "big", 768<<20)
+		r, err := l.acquire(ctx, "uid 1000", true, "big", 768<<20)
 		assert.NoError(t, err)
 		bigDone <- r
 	}()
 	require.Eventually(t, func() bool { _, w, _ := l.state(); return w == 1 }, 5*time.Second, 5*time.Millisecond)
 	short, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
 	defer cancel()
-	_, err = l.acquire(short, "uid 1000", "small", 128<<20)
+	_, err = l.acquire(short, "uid 1000", true, "small", 128<<20)
 	require.ErrorIs(t, err, context.DeadlineExceeded, "128MiB would fit, but a call queued before it does not")
 
 	smallDone := make(chan func(), 1)
 	go func() {
-		r, err := l.acquire(ctx, "uid 1000", "small", 128<<20)
+		r, err := l.acquire(ctx, "uid 1000", true, "small", 128<<20)
 		assert.NoError(t, err)
 		smallDone <- r
 	}()
@@ -335,7 +335,7 @@ func TestMemoryQueueIsStrict(t *testing.T) {
 
 	require.EqualError(t, &ErrBusy{Cap: 4, Wait: time.Second, MemoryCap: 1 << 30, Memory: 768 << 20, Need: 128 << 20},
 		"busy: running calls hold 768MiB of the daemon's --max-memory 1GiB and a call queued before this one (128MiB) needs more than is free; not enough freed within 1s (--queue-wait); retry later")
-	_, err = l.acquire(ctx, "uid 1000", "huge", 2<<30)
+	_, err = l.acquire(ctx, "uid 1000", true, "huge", 2<<30)
 	require.EqualError(t, err, `profile "huge": its memory limit of 2GiB per call is above the daemon's --max-memory 1GiB; use a profile with a smaller resources.memory`)
 	require.True(t, errdefs.IsResourceExhausted(err))
 	running, waiting, memory = l.state()
@@ -348,14 +348,14 @@ func TestMemoryQueueIsStrict(t *testing.T) {
 // calls still start in the order they came. With a strict FIFO, B waited
 // for all of A's calls and, past the queue wait, got 429 busy.
 func TestQueueFairBetweenOwners(t *testing.T) {
-	l := newLimiter(1, 0, 10*time.Second)
+	l := newLimiter(1, 0, 10*time.Second, 0)
 	ctx := context.Background()
-	first, err := l.acquire(ctx, "uid 1000", "", 0)
+	first, err := l.acquire(ctx, "uid 1000", true, "", 0)
 	require.NoError(t, err)
 	started := make(chan string, 7)
 	releases := make(chan func(), 7)
 	call := func(owner, name string) {
-		r, err := l.acquire(ctx, owner, "", 0)
+		r, err := l.acquire(ctx, owner, true, "", 0)
 		assert.NoError(t, err)
 		started <- name
 		releases <- r
@@ -378,4 +378,46 @@ func TestQueueFairBetweenOwners(t *testing.T) {
 	require.Equal(t, [2]int{0, 0}, [2]int{running, waiting})
 	require.Empty(t, l.byOwner, "every owner's count went back to zero")
 	require.Empty(t, l.started, "nothing kept of an owner that neither runs nor queues a call")
+}
+
+// TestRunningCapPerOwner: with 4 slots and --max-running-per-uid 2, an
+// owner running 2 calls waits for one of its own to end, even with slots
+// free, and past the queue wait gets 429 naming it and the flag; its
+// waiting call holds no one else back (another owner's calls start), an
+// admin's calls (not capped) are held by the host-wide cap alone, and one
+// of its own ending lets its next start. Without it, one owner's calls
+// of a long timeout held every slot.
+func TestRunningCapPerOwner(t *testing.T) {
+	l := newLimiter(4, 0, time.Second, 2)
+	ctx := context.Background()
+	a1, err := l.acquire(ctx, "uid 1000", true, "", 0)
+	require.NoError(t, err)
+	a2, err := l.acquire(ctx, "uid 1000", true, "", 0)
+	require.NoError(t, err)
+	_, err = l.acquire(ctx, "uid 1000", true, "", 0)
+	require.EqualError(t, err, "busy: uid 1000 runs 2 calls already (the daemon's --max-running-per-uid) and none ended within 1s (--queue-wait); retry later")
+	requireBusy := func(err error) { require.True(t, errdefs.IsResourceExhausted(err), "%v", err) }
+	requireBusy(err)
+
+	a3 := make(chan func(), 1)
+	go func() {
+		r, err := l.acquire(ctx, "uid 1000", true, "", 0)
+		if err == nil {
+			a3 <- r
+		}
+		close(a3)
+	}()
+	require.Eventually(t, func() bool { _, w, _ := l.state(); return w == 1 }, 5*time.Second, time.Millisecond)
+	b1, err := l.acquire(ctx, "uid 1001", true, "", 0)
+	require.NoError(t, err, "another owner's call passes the capped owner's waiting one")
+	root, err := l.acquire(ctx, "uid 0", false, "", 0)
+	require.NoError(t, err, "an admin is held by the host-wide cap alone")
+	a1()
+	r, ok := <-a3
+	require.True(t, ok, "one of its own ended: its next starts")
+	for _, f := range []func(){r, a2, b1, root} {
+		f()
+	}
+	running, waiting, _ := l.state()
+	require.Equal(t, [2]int{0, 0}, [2]int{running, waiting})
 }

@@ -51,6 +51,11 @@ type Options struct {
 	// QueueWait is how long a call over it waits for a slot.
 	MaxRunning int
 	QueueWait  time.Duration
+	// MaxRunningPerUID caps the calls one owner runs at once (the owners
+	// MaxSessionsPerUID counts: every uid but root, in Pod mode every Pod
+	// but the admins), so that one owner's long calls never hold every
+	// slot; 0 for no cap.
+	MaxRunningPerUID int
 	// DefaultIdleTTL is a new session's idle TTL when its request names
 	// none.
 	DefaultIdleTTL time.Duration
@@ -134,7 +139,7 @@ func NewServer(b Backend, opt Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{opt: opt, b: b, owners: o, lim: newLimiter(opt.MaxRunning, opt.MaxMemory, opt.QueueWait),
+	s := &Server{opt: opt, b: b, owners: o, lim: newLimiter(opt.MaxRunning, opt.MaxMemory, opt.QueueWait, opt.MaxRunningPerUID),
 		mux: http.NewServeMux(), now: time.Now, creating: map[string]int{}}
 	if opt.KubeletRoot != "" {
 		if !filepath.IsAbs(opt.KubeletRoot) {
@@ -908,7 +913,7 @@ func (s *Server) slot(w http.ResponseWriter, r *http.Request, id string) (func()
 		}
 	}
 	p, _ := peerOf(r.Context())
-	release, err := s.lim.acquire(r.Context(), ownerKey(p), profile, memory)
+	release, err := s.lim.acquire(r.Context(), ownerKey(p), s.ownerCapped(p), profile, memory)
 	if err != nil {
 		s.fail(w, r, err)
 		return nil, false
