@@ -284,3 +284,34 @@ func TestPodModePruneIsSizedLikeDelete(t *testing.T) {
 		}
 	}
 }
+
+// TestPodModePatchGoneMidFetch: a kept patch whose file goes between the
+// listing and the read (the retention sweep or its owner's DELETE racing
+// a GET) answers 404 like a patch that does not exist, not a 500 naming
+// the node's state directory; a patch that is there is served whole.
+func TestPodModePatchGoneMidFetch(t *testing.T) {
+	root := kubeletRoot(t)
+	var state string
+	e := newEnv(t, func(o *Options) { o.KubeletRoot = root; state = o.StateDir })
+	e.fake.patchDir = filepath.Join(state, "patches")
+	ctx := context.Background()
+	a, _ := e.client("1000:1000::" + podA)
+	s, err := a.CreateSession(ctx, api.CreateSession{Volume: &api.Volume{Name: "work"}})
+	require.NoError(t, err)
+	big := strings.Repeat("line of a large patch\n", 50000)
+	_, err = a.Write(ctx, s.ID, api.Write{Path: "openwiki/a.md", Content: big})
+	require.NoError(t, err)
+	rm, err := a.RemoveSession(ctx, s.ID)
+	require.NoError(t, err)
+	got, err := a.PodPatch(ctx, s.ID)
+	require.NoError(t, err)
+	want, err := os.ReadFile(rm.Patch)
+	require.NoError(t, err)
+	require.Equal(t, string(want), string(got))
+
+	require.NoError(t, os.Remove(rm.Patch)) // as a sweep between list and read
+	_, err = a.PodPatch(ctx, s.ID)
+	requireKind(t, err, api.KindNotFound, 404)
+	require.EqualError(t, err, "patch "+s.ID+": not found")
+	require.NotContains(t, err.Error(), state)
+}
