@@ -190,6 +190,25 @@ func TestCreationTakesACallSlot(t *testing.T) {
 	require.Zero(t, e.srv.lim.running(), "the creation's slot is released")
 }
 
+// TestCreationPanicGivesItsSlotBack: a backend that panics while creating
+// a session (net/http recovers the handler's panic and drops the
+// connection) gives back the creation's call slot and its count against
+// the session caps; before, the slot stayed taken for the daemon's life,
+// and --max-running panics locked every call out.
+func TestCreationPanicGivesItsSlotBack(t *testing.T) {
+	e := newEnv(t, func(o *Options) { o.MaxRunning, o.QueueWait, o.MaxSessions = 1, 200*time.Millisecond, 1 })
+	c, _ := e.client("")
+	ctx := context.Background()
+	_, err := c.CreateSession(ctx, api.CreateSession{Repo: e.repo, Profile: "panic"})
+	require.Error(t, err)
+	require.Zero(t, e.srv.lim.running(), "the slot is given back")
+	s, err := c.CreateSession(ctx, api.CreateSession{Repo: e.repo})
+	require.NoError(t, err, "the next creation gets the slot and the session cap's place")
+	res, err := c.Exec(ctx, s.ID, []string{"echo", "hi"}, nil, nil)
+	require.NoError(t, err)
+	require.Equal(t, "hi\n", string(res.Stdout))
+}
+
 // TestConnectionCap: past max connections open at once a new connection
 // is answered 503 (kind unavailable, naming the flag) and closed; one
 // closed frees its place.

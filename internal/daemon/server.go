@@ -536,6 +536,7 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	defer release() // given back once (acquire's release): a panic too
 	sess, err := s.b.Create(r.Context(), cfg)
 	release()
 	if err != nil {
