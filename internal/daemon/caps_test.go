@@ -98,6 +98,37 @@ func TestSessionsPerPodCapped(t *testing.T) {
 	}
 }
 
+// TestRunningPerPodCapped: in Pod mode --max-running-per-uid counts the
+// calls of each Pod: two Pods whose processes run as the same uid each
+// have their own, and a Pod at its cap gets 429 naming it while another
+// Pod's call runs.
+func TestRunningPerPodCapped(t *testing.T) {
+	root := kubeletRoot(t)
+	e := newEnv(t, func(o *Options) {
+		o.KubeletRoot, o.MaxRunning, o.MaxRunningPerUID, o.QueueWait = root, 4, 1, 300*time.Millisecond
+	})
+	ctx := context.Background()
+	a, _ := e.client("1000:1000::" + podA)
+	b, _ := e.client("1000:1000::" + podB)
+	sa, err := a.CreateSession(ctx, api.CreateSession{Volume: &api.Volume{Name: "work"}})
+	require.NoError(t, err)
+	sb, err := b.CreateSession(ctx, api.CreateSession{Volume: &api.Volume{Name: "other"}})
+	require.NoError(t, err)
+	sleepCtx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { _, err := a.Exec(sleepCtx, sa.ID, []string{"sleep"}, nil, nil); done <- err }()
+	require.Eventually(t, func() bool { return e.srv.lim.running() == 1 }, 5*time.Second, 10*time.Millisecond)
+
+	_, err = a.Exec(ctx, sa.ID, []string{"echo", "a"}, nil, nil)
+	requireKind(t, err, api.KindBusy, 429)
+	require.Equal(t, "busy: pod:"+podA+" runs 1 calls already (the daemon's --max-running-per-uid) and none ended within 300ms (--queue-wait); retry later", err.Error())
+	res, err := b.Exec(ctx, sb.ID, []string{"echo", "b"}, nil, nil)
+	require.NoError(t, err, "another Pod of the same uid runs its own calls")
+	require.Equal(t, "b\n", string(res.Stdout))
+	cancel()
+	<-done
+}
+
 // TestMemoryCapQueues: calls reserve their profile's memory limit; one
 // that would pass MaxMemory waits in the queue of MaxRunning (a free call
 // slot is not enough) and runs once memory frees, without failing; past
