@@ -244,6 +244,11 @@ func (b *sandboxBackend) Create(ctx context.Context, c CreateConfig) (_ api.Sess
 	if c.Page != "" && c.ReadOnly {
 		return api.Session{}, fmt.Errorf("page and read_only exclude each other: %w", errdefs.ErrInvalidArgument)
 	}
+	if c.ReserveWriteArea != nil && !c.ReadOnly {
+		if err := c.ReserveWriteArea(prof.Limits().WriteAreaBytes); err != nil {
+			return api.Session{}, err
+		}
+	}
 	cfg := sandbox.SessionConfig{Repo: c.Repo, Profile: prof, Page: c.Page, WriteDir: c.Scope, AgentID: c.AgentID, ReadOnly: c.ReadOnly,
 		IdleTTL: c.IdleTTL}
 	if cfg.IdleTTL == 0 && c.DefaultIdleTTL > 0 && c.DefaultIdleTTL < prof.IdleTTL() {

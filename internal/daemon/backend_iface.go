@@ -112,6 +112,10 @@ type CreateConfig struct {
 	IdleTTL          time.Duration
 	DefaultIdleTTL   time.Duration
 	MaxMemory        int64
+	// ReserveWriteArea, when set, is called once with the write area
+	// (bytes) of a writable session after its profile is read and
+	// before anything is made; its error refuses the creation.
+	ReserveWriteArea func(bytes int64) error
 }
 
 // FileFailure is a file tool that ran and failed inside the container;

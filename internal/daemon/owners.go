@@ -40,6 +40,10 @@ type ownerRecord struct {
 	// repository came from.
 	Pod    string      `json:"pod,omitempty"`
 	Volume *api.Volume `json:"volume,omitempty"`
+	// WriteArea is the session's write area in bytes (its profile's
+	// write_area; 0 for a read-only session), counted against the
+	// write-area caps (writearea.go).
+	WriteArea int64 `json:"write_area,omitempty"`
 }
 
 var idPattern = regexp.MustCompile(`^[0-9a-f]{12}$`)

@@ -38,6 +38,10 @@ const (
 	// DefaultMaxSessionsPerUID is the daemon's default
 	// --max-sessions-per-uid.
 	DefaultMaxSessionsPerUID = 32
+	// DefaultMaxWriteAreaPerUID is the daemon's default
+	// --max-write-area-per-uid: 64 write areas of the built-in profile's
+	// 64MiB, twice what DefaultMaxSessionsPerUID sessions of it hold.
+	DefaultMaxWriteAreaPerUID = "4GiB"
 )
 
 // Options are the server's trusted configuration (the daemon's flags).
@@ -73,6 +77,13 @@ type Options struct {
 	// the queue of MaxRunning. A session whose profile's limit alone is
 	// above it is refused at creation.
 	MaxMemory int64
+	// MaxWriteAreaPerUID caps, in bytes, the write areas (the tmpfs of a
+	// writable session, its profile's write_area) of the sessions one
+	// owner holds (the owners MaxSessionsPerUID counts), and
+	// MaxWriteArea those of every session together; 0 for no cap. A
+	// creation over either is refused (*ErrWriteAreas) before anything
+	// is made. See writearea.go for why --max-memory does not cover them.
+	MaxWriteAreaPerUID, MaxWriteArea int64
 	// MaxKeptPatchBytes caps, in Pod mode, the bytes of the patches kept
 	// for one Pod (the node's admins not capped): a DELETE without
 	// discard that would pass it is refused, and a Pod a session end left
@@ -121,6 +132,9 @@ type Server struct {
 	// and in all.
 	creating      map[string]int
 	creatingTotal int
+	// creatingArea counts the write-area bytes the creations in flight
+	// reserved, per owner and ("") in all (reserveWriteArea).
+	creatingArea map[string]int64
 }
 
 // NewServer returns the API server of b. It reads the owner records of
@@ -140,7 +154,7 @@ func NewServer(b Backend, opt Options) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{opt: opt, b: b, owners: o, lim: newLimiter(opt.MaxRunning, opt.MaxMemory, opt.QueueWait, opt.MaxRunningPerUID),
-		mux: http.NewServeMux(), now: time.Now, creating: map[string]int{}}
+		mux: http.NewServeMux(), now: time.Now, creating: map[string]int{}, creatingArea: map[string]int64{}}
 	if opt.KubeletRoot != "" {
 		if !filepath.IsAbs(opt.KubeletRoot) {
 			return nil, fmt.Errorf("kubelet root %q: %w: want an absolute path", opt.KubeletRoot, errdefs.ErrInvalidArgument)
@@ -480,7 +494,8 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer rsv.release()
-	cfg := CreateConfig{CreateSession: req, IdleTTL: ttl, DefaultIdleTTL: s.opt.DefaultIdleTTL, MaxMemory: s.opt.MaxMemory}
+	cfg := CreateConfig{CreateSession: req, IdleTTL: ttl, DefaultIdleTTL: s.opt.DefaultIdleTTL, MaxMemory: s.opt.MaxMemory,
+		ReserveWriteArea: rsv.reserveWriteArea}
 	isFile := strings.ContainsRune(req.Profile, '/') || strings.HasSuffix(req.Profile, ".yaml")
 	if err := s.checkPodCreate(p, req, isFile); err != nil {
 		s.fail(w, r, err)
@@ -599,7 +614,10 @@ func (e *ErrTooManySessions) Unwrap() error { return errdefs.ErrResourceExhauste
 type reservation struct {
 	s     *Server
 	owner string // "" when the owner's own cap does not apply
+	of    string // the owner as errors name it ("uid 1001", "pod:UID")
 	done  bool
+	// writeArea is the bytes reserveWriteArea reserved.
+	writeArea int64
 }
 
 // sessionCap is one of the caps a creation is counted against: at most
@@ -640,6 +658,7 @@ func (s *Server) reserveSession(p Peer) (*reservation, error) {
 		if p.Pod == "" {
 			of = fmt.Sprintf("uid %d", p.UID)
 		}
+		rsv.of = of
 		caps = append(caps, sessionCap{max: s.opt.MaxSessionsPerUID, flag: "--max-sessions-per-uid", of: of,
 			match: func(r ownerRecord) bool { return r.owner() == owner }, creating: s.creating[owner]})
 	}
@@ -668,6 +687,7 @@ func (s *Server) reserveSession(p Peer) (*reservation, error) {
 func (r *reservation) record(id string, rec ownerRecord) error {
 	r.s.mu.Lock()
 	defer r.s.mu.Unlock()
+	rec.WriteArea = r.writeArea
 	r.end()
 	return r.s.owners.add(id, rec)
 }
@@ -685,6 +705,7 @@ func (r *reservation) end() {
 		return
 	}
 	r.done = true
+	r.endWriteArea()
 	r.s.creatingTotal--
 	if r.owner == "" {
 		return
