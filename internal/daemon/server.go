@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -246,6 +247,10 @@ func (s *Server) Patterns() []string {
 // credentials could not be read) is refused; no route, or a method the
 // route does not take, is answered in the API's error form.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if err := canonicalPath(r.URL); err != nil {
+		writeJSON(w, http.StatusBadRequest, api.ErrorBody{Error: api.Error{Kind: api.KindInvalid, Message: err.Error()}})
+		return
+	}
 	p, ok := peerOf(r.Context())
 	if !ok {
 		s.fail(w, r, fmt.Errorf("%w: the caller's credentials (SO_PEERCRED) could not be read", errdefs.ErrPermissionDenied))
@@ -272,10 +277,48 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	status := rec.status
 	if status == 0 || status/100 == 3 {
-		// The mux redirects unclean paths; an API client never needs that.
+		// The mux redirects unclean paths (refused above, canonicalPath);
+		// an API client never needs a redirect.
 		status = http.StatusNotFound
 	}
 	writeJSON(w, status, api.ErrorBody{Error: api.Error{Kind: kind, Message: msg}})
+}
+
+// canonicalPath refuses a request path that is not in its one canonical
+// form, before any routing: an empty or relative path, a "." or ".."
+// segment, an empty segment ("//", or a trailing "/"), or a
+// percent-encoding other than the one url.URL.EscapedPath would make
+// (an encoded "/" or "." — url.URL.RawPath is set exactly then). A
+// router that cleaned such a path (net/http.ServeMux answers a redirect)
+// would serve one spelling under the name of another; the API has one
+// spelling per route, so any other is the client's mistake, said as
+// such (400 invalid, naming what is wrong).
+func canonicalPath(u *url.URL) error {
+	p := u.Path
+	bad := func(why string) error {
+		return fmt.Errorf("request path %q: %w: not canonical: %s", u.EscapedPath(), errdefs.ErrInvalidArgument, why)
+	}
+	switch {
+	case !strings.HasPrefix(p, "/"):
+		return bad("want an absolute path")
+	case u.RawPath != "":
+		return bad("percent-encodes a character that is spelled plainly (or an encoded \"/\")")
+	case p == "/":
+		return nil
+	case strings.HasSuffix(p, "/"):
+		return bad("a trailing \"/\"")
+	}
+	for _, seg := range strings.Split(p[1:], "/") {
+		switch seg {
+		case "":
+			return bad("an empty segment (\"//\")")
+		case ".":
+			return bad("a \".\" segment")
+		case "..":
+			return bad("a \"..\" segment")
+		}
+	}
+	return nil
 }
 
 // recorder captures the mux's own answer for a request it has no route

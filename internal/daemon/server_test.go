@@ -606,7 +606,8 @@ func TestRequestsAreStrict(t *testing.T) {
 		{"POST", "/v1/sessions", "application/json", `{"repo":"` + strings.Repeat("a", maxBody) + `"}`, 400, "invalid"},
 		{"GET", "/v1/nothing", "", "", 404, "not_found"},
 		{"PUT", "/v1/version", "", "", 405, "method_not_allowed"},
-		{"GET", "/v1/sessions/../../etc", "", "", 404, "not_found"},
+		// An unclean path is refused before routing (TestUncleanPathsRefused).
+		{"GET", "/v1/sessions/../../etc", "", "", 400, "invalid"},
 		// A NUL byte in a host path is the caller's mistake, not corral's
 		// failure.
 		{"POST", "/v1/sessions", "application/json", `{"repo":"/tmp\u0000/x"}`, 400, "invalid"},
@@ -709,4 +710,50 @@ func TestSessionsPerUIDCapped(t *testing.T) {
 	require.NoError(t, err)
 	_, err = alice.CreateSession(ctx, api.CreateSession{Repo: e.repo})
 	require.NoError(t, err, "a removed session frees its place")
+}
+
+// TestUncleanPathsRefused: a request path in any spelling but its
+// canonical one is refused before routing, 400 invalid naming what is
+// wrong with it — never cleaned and served (as a redirect or as the route
+// it cleans to) nor answered as a missing route. Before, "/v1/./sessions"
+// and "/v1//sessions" were answered as routes the mux cleaned them to.
+func TestUncleanPathsRefused(t *testing.T) {
+	e := newEnv(t)
+	c, _ := e.client("")
+	s, err := c.CreateSession(context.Background(), api.CreateSession{Repo: e.repo})
+	require.NoError(t, err)
+	for _, tc := range []struct{ path, why string }{
+		{"/v1//sessions", `an empty segment ("//")`},
+		{"//v1/sessions", `an empty segment ("//")`},
+		{"/v1/./sessions", `a "." segment`},
+		{"/v1/sessions/../sessions", `a ".." segment`},
+		{"/v1/sessions/../x", `a ".." segment`},
+		{"/v1/sessions/" + s.ID + "/./diff", `a "." segment`},
+		{"/v1/sessions/", `a trailing "/"`},
+		{"/v1/version/", `a trailing "/"`},
+		{"/v1/sessions/%2e%2e/x", `percent-encodes`},
+		{"/v1/sessions/" + s.ID + "%2Fdiff", `percent-encodes`},
+		{"/v1/sessions/" + s.ID + "/files%3Aread", `percent-encodes`},
+	} {
+		t.Run(tc.path, func(t *testing.T) {
+			conn, err := net.Dial("unix", e.sock)
+			require.NoError(t, err)
+			defer conn.Close()
+			_, err = fmt.Fprintf(conn, "GET %s HTTP/1.1\r\nHost: corral\r\nConnection: close\r\n\r\n", tc.path)
+			require.NoError(t, err)
+			resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+			require.NoError(t, err)
+			defer resp.Body.Close()
+			body, _ := io.ReadAll(resp.Body)
+			require.Equal(t, http.StatusBadRequest, resp.StatusCode, string(body))
+			require.Equal(t, api.MediaJSON, resp.Header.Get("Content-Type"))
+			require.Contains(t, string(body), `"kind":"invalid"`)
+			require.Contains(t, string(body), "not canonical: "+strings.ReplaceAll(tc.why, `"`, `\"`))
+		})
+	}
+	// The canonical spellings are served.
+	for _, p := range []string{"/v1/version", "/v1/sessions", "/v1/sessions/" + s.ID + "/diff"} {
+		status, body := e.raw("GET", p, "", "")
+		require.Equal(t, http.StatusOK, status, p+": "+body)
+	}
 }
