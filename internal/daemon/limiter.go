@@ -113,12 +113,13 @@ func (l *limiter) take(memory int64) {
 // acquire takes a slot and reserves memory bytes (profile is the
 // session's profile, for the error of a call that can never fit), waiting
 // up to l.wait; the caller must call the returned release once its
-// container is gone.
+// container is gone (release is idempotent: a handler releases as soon
+// as its call is done and again, deferred, on every other way out).
 func (l *limiter) acquire(ctx context.Context, profile string, memory int64) (release func(), err error) {
 	if l.maxMemory > 0 && memory > l.maxMemory {
 		return nil, &ErrCallMemory{Profile: profile, Limit: memory, MemoryCap: l.maxMemory}
 	}
-	release = func() { l.release(memory) }
+	release = sync.OnceFunc(func() { l.release(memory) })
 	l.mu.Lock()
 	if len(l.queue) == 0 && l.fits(memory) {
 		l.take(memory)

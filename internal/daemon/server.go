@@ -943,6 +943,9 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
 	defer release()
 	if !req.Stream && !strings.Contains(r.Header.Get("Accept"), api.MediaNDJSON) {
 		res, err := s.b.Exec(r.Context(), id, req.Argv, nil, nil)
+		// The call is done: its slot is not held while a slow client
+		// reads the answer (buffered, its write bounded: writeJSON).
+		release()
 		if err != nil {
 			s.fail(w, r, notFound(id, err))
 			return
@@ -990,6 +993,7 @@ func fileCall[Req, Res any](s *Server, w http.ResponseWriter, r *http.Request, c
 	}
 	defer release()
 	res, err := call(r.Context(), id, req)
+	release() // as exec's: never held while the answer is written
 	if err != nil {
 		s.fail(w, r, notFound(id, err))
 		return

@@ -757,3 +757,46 @@ func TestUncleanPathsRefused(t *testing.T) {
 		require.Equal(t, http.StatusOK, status, p+": "+body)
 	}
 }
+
+// TestUnreadAnswerFreesItsSlot: a client that never reads the answer of
+// a non-streamed call does not hold the call's slot while the daemon
+// writes to it: with one slot, the next call runs at once. Before, the
+// slot was released only after the answer was written, up to the 60 s
+// write deadline later, and the next call waited out the queue (429).
+func TestUnreadAnswerFreesItsSlot(t *testing.T) {
+	e := newEnv(t, func(o *Options) { o.MaxRunning = 1; o.QueueWait = 500 * time.Millisecond })
+	c, _ := e.client("")
+	ctx := context.Background()
+	s, err := c.CreateSession(ctx, api.CreateSession{Repo: e.repo})
+	require.NoError(t, err)
+	big := strings.Repeat("y", 4<<20)
+	_, err = c.Write(ctx, s.ID, api.Write{Path: "openwiki/big.md", Content: big})
+	require.NoError(t, err)
+	for _, tc := range []struct{ path, body string }{
+		// 4 MiB of stdout, ~5.6 MiB of JSON: far above a unix socket's
+		// buffers.
+		{"/v1/sessions/" + s.ID + "/exec", `{"argv":["flood"]}`},
+		{"/v1/sessions/" + s.ID + "/files:read", `{"path":"openwiki/big.md"}`},
+	} {
+		conn, err := net.Dial("unix", e.sock)
+		require.NoError(t, err)
+		defer conn.Close()
+		_, err = fmt.Fprintf(conn, "POST %s HTTP/1.1\r\nHost: corral\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", tc.path, len(tc.body), tc.body)
+		require.NoError(t, err)
+		if strings.HasSuffix(tc.path, "/exec") {
+			select {
+			case <-e.fake.execReturned:
+			case <-time.After(10 * time.Second):
+				t.Fatal("the call did not run")
+			}
+		} else {
+			time.Sleep(200 * time.Millisecond) // the read is done at once
+		}
+		// The answer is being written to a client that reads nothing.
+		require.Eventually(t, func() bool { return e.srv.lim.running() == 0 }, 2*time.Second, 10*time.Millisecond,
+			"the slot is held while the answer waits for its reader")
+		res, err := c.Exec(ctx, s.ID, []string{"echo", "next"}, nil, nil)
+		require.NoError(t, err)
+		require.Equal(t, "next\n", string(res.Stdout))
+	}
+}
