@@ -42,6 +42,13 @@ type SessionConfig struct {
 	// profile's idle_ttl (profiles.Profile.IdleTTL). Zero means the
 	// profile's.
 	IdleTTL time.Duration
+	// ID, when set, is the new session's id, chosen by the launcher
+	// (NewSessionID) so that it can record the session before it exists
+	// (the daemon's owner record comes first: a crash between the two
+	// leaves a record naming the session, never a session nobody owns).
+	// "" makes a new one. An id not of NewSessionID's form is
+	// errdefs.ErrInvalidArgument; one in use, errdefs.ErrAlreadyExists.
+	ID string
 }
 
 // idleTTL returns the session's idle TTL: the profile's, or IdleTTL when

@@ -146,6 +146,10 @@ func Version() string { return version.String() }
 // sessionIDPattern is the form of a session id (newSessionID).
 var sessionIDPattern = regexp.MustCompile(`^[0-9a-f]{12}$`)
 
+// NewSessionID returns a new random session id (12 lower-case hex
+// digits), for SessionConfig.ID.
+func NewSessionID() (string, error) { return newSessionID() }
+
 func newSessionID() (string, error) {
 	var id [6]byte
 	if _, err := rand.Read(id[:]); err != nil {

@@ -107,6 +107,10 @@ type Backend interface {
 // anything is made.
 type CreateConfig struct {
 	api.CreateSession
+	// ID is the new session's id (sandbox.NewSessionID), chosen by the
+	// server so that its owner record is written before the session is
+	// made.
+	ID               string
 	RepoDev, RepoIno uint64
 	ProfileData      []byte
 	IdleTTL          time.Duration

@@ -22,6 +22,7 @@ import (
 	"github.com/corral-sandbox/corral/audit"
 	apidoc "github.com/corral-sandbox/corral/docs/api"
 	"github.com/corral-sandbox/corral/internal/kubepod"
+	"github.com/corral-sandbox/corral/sandbox"
 	"github.com/corral-sandbox/corral/sandbox/api"
 )
 
@@ -111,6 +112,10 @@ type Server struct {
 	// endPodHook, when set (tests), runs after each step of ending a
 	// deleted Pod's session; an error stops there, as a kill would.
 	endPodHook func(step string) error
+	// createHook, when set (tests), runs after each step of a session's
+	// creation (createPending, createMade, createCommitted); an error
+	// stops it there, as a kill would.
+	createHook func(step string) error
 
 	mu sync.Mutex
 	// creating counts the sessions being created, per owner (ownerKey)
@@ -541,19 +546,83 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	sess, err := s.b.Create(r.Context(), cfg)
-	release()
+	defer release()
+	// Journaled: the owner record, pending, first; then the session;
+	// then the record committed. A daemon killed at any point leaves a
+	// pending record that names whatever it made, and the next start
+	// removes both (undoPendingCreates): never a session without its
+	// owner's record (root's until its idle TTL).
+	cfg.ID, err = sandbox.NewSessionID()
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	if err := rsv.record(sess.ID, ownerRecord{UID: p.UID, GID: p.GID, Pod: p.Pod, Volume: req.Volume}); err != nil {
+	if err := rsv.record(cfg.ID, ownerRecord{UID: p.UID, GID: p.GID, Pod: p.Pod, Volume: req.Volume, Pending: true}); err != nil {
+		_ = s.owners.remove(cfg.ID)
+		s.fail(w, r, err)
+		return
+	}
+	if err := s.createStep(createPending); err != nil {
+		s.fail(w, r, err) // a kill: nothing undone
+		return
+	}
+	sess, err := s.b.Create(r.Context(), cfg)
+	release()
+	if err != nil {
+		s.fail(w, r, errors.Join(err, s.owners.remove(cfg.ID)))
+		return
+	}
+	if err := s.createStep(createMade); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if err := s.owners.commit(cfg.ID); err != nil {
 		// Without its owner record the session would be root's: remove it.
 		_, rerr := s.b.Remove(context.WithoutCancel(r.Context()), sess.ID, true)
-		s.fail(w, r, errors.Join(err, rerr))
+		s.fail(w, r, errors.Join(err, rerr, s.owners.remove(cfg.ID)))
+		return
+	}
+	if err := s.createStep(createCommitted); err != nil {
+		s.fail(w, r, err)
 		return
 	}
 	writeJSON(w, http.StatusCreated, s.annotate(sess))
+}
+
+// The steps of a creation, after each of which the test hook createHook
+// may stop it as a kill would.
+const (
+	createPending   = "pending"   // the owner record written, pending
+	createMade      = "made"      // the session made
+	createCommitted = "committed" // the owner record committed
+)
+
+// createStep runs createHook (tests) after step of a creation.
+func (s *Server) createStep(step string) error {
+	if s.createHook == nil {
+		return nil
+	}
+	return s.createHook(step)
+}
+
+// undoPendingCreates undoes the creations a stopped daemon left
+// unfinished (an owner record still pending): the session, if it was
+// made, is removed with nothing kept (its creator never got it), then
+// the record. It runs at start, before anything else reads the records.
+func (s *Server) undoPendingCreates(ctx context.Context) error {
+	var errs []error
+	for _, id := range s.owners.pending() {
+		_, err := s.b.Remove(ctx, id, true)
+		if err != nil && !errdefs.IsNotFound(err) {
+			errs = append(errs, fmt.Errorf("session %s, its creation interrupted: %w", id, err))
+			continue
+		}
+		if err == nil {
+			fmt.Fprintf(s.opt.Log, "corral daemon: session %s: its creation was interrupted; removed\n", id)
+		}
+		errs = append(errs, s.owners.remove(id))
+	}
+	return errors.Join(errs...)
 }
 
 // checkPodCreate checks a creation against the server's mode: in Pod mode
@@ -857,8 +926,13 @@ func (s *Server) PruneExpired(ctx context.Context) (api.Pruned, error) {
 	return s.pruneSessions(ctx, all, nil, false)
 }
 
-// ForgetMissing drops owner records of sessions that no longer exist.
+// ForgetMissing runs at start: it undoes the creations a stopped daemon
+// left unfinished (undoPendingCreates), then drops owner records of
+// sessions that no longer exist.
 func (s *Server) ForgetMissing(ctx context.Context) error {
+	if err := s.undoPendingCreates(ctx); err != nil {
+		return err
+	}
 	all, err := s.b.Sessions(ctx)
 	if err != nil {
 		return err

@@ -800,3 +800,64 @@ func TestUnreadAnswerFreesItsSlot(t *testing.T) {
 		require.Equal(t, "next\n", string(res.Stdout))
 	}
 }
+
+// TestCreateKilledAtEveryStep: a daemon killed at any step of a
+// session's creation — its owner record written pending, the session
+// made, the record committed — leaves nothing its creator cannot see or
+// remove: after the next start (ForgetMissing) a creation stopped before
+// its commit is undone (the session removed, nothing kept; the record
+// gone), and a committed one is its creator's, listed to it and
+// removable by it. Before, a kill between making the session and writing
+// its owner record left a session owned by root until its idle TTL.
+func TestCreateKilledAtEveryStep(t *testing.T) {
+	for _, step := range []string{createPending, createMade, createCommitted} {
+		t.Run(step, func(t *testing.T) {
+			var opts Options
+			e := newEnv(t, func(o *Options) { opts = *o })
+			ctx := context.Background()
+			killed := errors.New("killed")
+			e.srv.createHook = func(at string) error {
+				if at == step {
+					return killed
+				}
+				return nil
+			}
+			a, _ := e.client("1000:1000")
+			_, err := a.CreateSession(ctx, api.CreateSession{Repo: e.repo})
+			require.Error(t, err)
+			records, err := filepath.Glob(filepath.Join(opts.StateDir, "daemon", "sessions", "*.json"))
+			require.NoError(t, err)
+			require.Len(t, records, 1, "the owner record is written first")
+			id := strings.TrimSuffix(filepath.Base(records[0]), ".json")
+
+			// The next daemon, on the same state directory.
+			srv, err := NewServer(e.fake, opts)
+			require.NoError(t, err)
+			require.NoError(t, srv.ForgetMissing(ctx))
+			all, err := e.fake.Sessions(ctx)
+			require.NoError(t, err)
+			if step != createCommitted {
+				require.Empty(t, all, "an unfinished creation is undone")
+				require.NoFileExists(t, records[0])
+				require.Equal(t, 0, srv.owners.count(func(ownerRecord) bool { return true }))
+				return
+			}
+			require.Len(t, all, 1)
+			require.Equal(t, id, all[0].ID)
+			rec := srv.owners.get(id)
+			require.Equal(t, 1000, rec.UID)
+			require.False(t, rec.Pending)
+			require.True(t, srv.visible(Peer{UID: 1000, GID: 1000}, rec))
+			require.False(t, srv.visible(Peer{UID: 1001, GID: 1001}, rec))
+		})
+	}
+	// A creation that fails (not a kill) leaves no record either.
+	var opts Options
+	e := newEnv(t, func(o *Options) { opts = *o })
+	a, _ := e.client("1000:1000")
+	_, err := a.CreateSession(context.Background(), api.CreateSession{Repo: e.repo, Profile: "missing"})
+	require.Error(t, err)
+	records, err := filepath.Glob(filepath.Join(opts.StateDir, "daemon", "sessions", "*"))
+	require.NoError(t, err)
+	require.Empty(t, records)
+}
