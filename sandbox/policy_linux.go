@@ -10,6 +10,7 @@ import (
 
 	"github.com/containerd/errdefs"
 	"github.com/corral-sandbox/corral/allowlist"
+	"github.com/corral-sandbox/corral/internal/fscred"
 	"github.com/corral-sandbox/corral/mounts"
 	"github.com/corral-sandbox/corral/mounts/hidden"
 	"github.com/corral-sandbox/corral/profiles"
@@ -49,6 +50,13 @@ type SessionConfig struct {
 	// "" makes a new one. An id not of NewSessionID's form is
 	// errdefs.ErrInvalidArgument; one in use, errdefs.ErrAlreadyExists.
 	ID string
+	// CopyAs, when set, are the credentials with which a persistent
+	// session's creation reads what it copies out of the repository (its
+	// write directory, or its page): the caller of a daemon, which runs
+	// as root, so that the copy takes only what the caller may read, at
+	// the moment it reads it (mounts.Plan.CopyAs). A file it may not read
+	// fails the creation with errdefs.ErrPermissionDenied.
+	CopyAs *fscred.Creds
 }
 
 // idleTTL returns the session's idle TTL: the profile's, or IdleTTL when

@@ -173,6 +173,7 @@ func (e *Executor) create(ctx context.Context, cfg SessionConfig, profileSource 
 		}
 	}()
 	p.plan.Shared = e.cfg.SharedMounts
+	p.plan.CopyAs = cfg.CopyAs
 	l, err := st.attach(p.plan, p.hidden)
 	if err != nil {
 		return nil, err

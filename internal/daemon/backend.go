@@ -262,7 +262,7 @@ func (b *sandboxBackend) Create(ctx context.Context, c CreateConfig) (_ api.Sess
 		return api.Session{}, fmt.Errorf("page and read_only exclude each other: %w", errdefs.ErrInvalidArgument)
 	}
 	cfg := sandbox.SessionConfig{Repo: c.Repo, Profile: prof, Page: c.Page, WriteDir: c.Scope, AgentID: c.AgentID, ReadOnly: c.ReadOnly,
-		IdleTTL: c.IdleTTL, ID: c.ID}
+		IdleTTL: c.IdleTTL, ID: c.ID, CopyAs: c.CopyAs}
 	if cfg.IdleTTL == 0 && c.DefaultIdleTTL > 0 && c.DefaultIdleTTL < prof.IdleTTL() {
 		cfg.IdleTTL = c.DefaultIdleTTL
 	}

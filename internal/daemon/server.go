@@ -22,6 +22,7 @@ import (
 	"github.com/corral-sandbox/corral/audit"
 	apidoc "github.com/corral-sandbox/corral/docs/api"
 	"github.com/corral-sandbox/corral/internal/kubepod"
+	"github.com/corral-sandbox/corral/internal/testhook"
 	"github.com/corral-sandbox/corral/sandbox"
 	"github.com/corral-sandbox/corral/sandbox/api"
 )
@@ -528,15 +529,26 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 		}
 		cfg.Repo, cfg.RepoDev, cfg.RepoIno = real, uint64(st.Dev), st.Ino
 		// What the session copies out of the repository (its write
-		// directory, or its page) it copies as root: the caller must be
-		// able to read it all itself. A scope the allowlist refuses is
-		// refused by the backend, with its own message. (A Pod's volume
-		// is the Pod's own, whole.)
+		// directory, or its page) the caller must be able to read itself.
+		// The copy reads it with the caller's credentials (CopyAs), so
+		// what it takes is what the caller could read when it was taken;
+		// checkCopiedAsPeer only says early, and precisely, what the
+		// caller may not read. A scope the allowlist refuses is refused
+		// by the backend, with its own message. (A Pod's volume is the
+		// Pod's own, whole.)
+		if p.UID != 0 {
+			c := p.creds()
+			cfg.CopyAs = &c
+		}
 		if scope, err := allowlist.NewScope(allowlist.ScopeConfig{Dir: req.Scope, Page: req.Page, AgentID: req.AgentID, ReadOnly: req.ReadOnly}); err == nil && !req.ReadOnly {
 			if err := checkCopiedAsPeer(p, real, scope.Dir, scope.Page); err != nil {
 				s.fail(w, r, err)
 				return
 			}
+		}
+		if err := testhook.Point(HookCreateChecked); err != nil {
+			s.fail(w, r, err)
+			return
 		}
 	}
 	// Creating mounts and starts containers: it takes a slot of the call
@@ -588,6 +600,11 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 	}
 	writeJSON(w, http.StatusCreated, s.annotate(sess))
 }
+
+// HookCreateChecked is the test point (package testhook) of a creation
+// between the caller's checks of what it copies and the copy: where a
+// swap of the repository's files would have to land.
+const HookCreateChecked = "daemon: create: checked as the caller"
 
 // The steps of a creation, after each of which the test hook createHook
 // may stop it as a kill would.
