@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io/fs"
 	"net"
 	"net/http"
@@ -11,6 +12,7 @@ import (
 	"os/user"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -27,12 +29,19 @@ import (
 // it returns the socket and the backend.
 func inProcessDaemon(t *testing.T) (sock string, b daemon.Backend) {
 	t.Helper()
-	testutil.Executor(t) // the test image
 	state, sock := daemonDirs(t)
+	b, _ = inProcessDaemonOn(t, state, sock)
+	return sock, b
+}
+
+// inProcessDaemonOn is inProcessDaemon on state and sock; stop ends it
+// as a stop would (connections closed, sessions closed, nothing removed).
+func inProcessDaemonOn(t *testing.T, state, sock string) (b daemon.Backend, stop func()) {
+	t.Helper()
+	testutil.Executor(t) // the test image
 	ctx := context.Background()
 	b, err := daemon.NewBackend(ctx, sandbox.Config{Namespace: testutil.Namespace, StateDir: state, Image: testutil.TestImageRef, Cold: true})
 	require.NoError(t, err)
-	t.Cleanup(func() { b.Close() })
 	srv, err := daemon.NewServer(b, daemon.Options{Version: "test", AdminGID: -1, MaxRunning: 4, QueueWait: 30 * time.Second, StateDir: state})
 	require.NoError(t, err)
 	require.NoError(t, os.MkdirAll(filepath.Dir(sock), 0o755))
@@ -41,8 +50,12 @@ func inProcessDaemon(t *testing.T) (sock string, b daemon.Backend) {
 	require.NoError(t, os.Chmod(sock, 0o777))
 	hs := &http.Server{Handler: srv, ConnContext: srv.ConnContext}
 	go hs.Serve(l)
-	t.Cleanup(func() { hs.Close() })
-	return sock, b
+	stop = sync.OnceFunc(func() {
+		hs.Close()
+		require.NoError(t, b.Close())
+	})
+	t.Cleanup(stop)
+	return b, stop
 }
 
 // TestDaemonCopyAsCaller: what a session copies out of the repository
@@ -126,5 +139,73 @@ func TestDaemonCopyAsCaller(t *testing.T) {
 				}))
 			})
 		}
+	}
+}
+
+// TestDaemonCreateKilledAtEveryStep: a daemon stopped at any step of a
+// session's creation (testhook points daemon.HookCreateStep: owner
+// record written pending, session made, record committed), and one
+// killed while the session directory was still being staged (.new-<id>,
+// its record pending), leaves nothing its creator cannot see: the next
+// daemon's start removes an unfinished creation whole (session, mounts,
+// staging directory, owner record), and a committed one is its
+// creator's, listed to it and removed by it. Before, a stop between the
+// session and its owner record left a session of root's until its idle
+// TTL, and a young staging directory waited a minute for the sweep.
+func TestDaemonCreateKilledAtEveryStep(t *testing.T) {
+	nobody, err := user.Lookup("nobody")
+	require.NoError(t, err)
+	uid, _ := strconv.Atoi(nobody.Uid)
+	gid, _ := strconv.Atoi(nobody.Gid)
+	bin := daemonClientPath(t)
+	repo := openRepo(t, map[string]string{"README.md": "r\n", "openwiki/a.md": "# a\n"})
+	for _, step := range []string{"pending", "made", "committed"} {
+		t.Run(step, func(t *testing.T) {
+			state, sock := daemonDirs(t)
+			_, stop := inProcessDaemonOn(t, state, sock)
+			testhook.SetPoint(daemon.HookCreateStep+step, func() error { return errors.New("killed") })
+			t.Cleanup(func() { testhook.SetPoint(daemon.HookCreateStep+step, nil) })
+			o := asUID(t, bin, uid, gid, sock, "create", repo)
+			require.NotEmpty(t, o.Kind, "the creation was stopped")
+			stop()
+			made, err := filepath.Glob(filepath.Join(state, "sessions", "[0-9a-f]*", "session.json"))
+			require.NoError(t, err)
+			require.Len(t, made, map[string]int{"pending": 0, "made": 1, "committed": 1}[step], "what the stopped daemon left")
+			// A creation killed inside the sandbox's staging, a moment ago.
+			const staged = "aaaaaaaaaaa9"
+			records := filepath.Join(state, "daemon", "sessions")
+			require.NoError(t, os.WriteFile(filepath.Join(records, staged+".json"), []byte(`{"uid":`+nobody.Uid+`,"gid":`+nobody.Gid+`,"pending":true}`), 0o600))
+			staging := filepath.Join(state, "sessions", ".new-"+staged)
+			require.NoError(t, os.MkdirAll(filepath.Dir(staging), 0o700))
+			require.NoError(t, os.Mkdir(staging, 0o700))
+			require.NoError(t, os.WriteFile(filepath.Join(staging, "inuse"), nil, 0o600))
+
+			d := startDaemon(t, filepath.Join(state), filepath.Join(filepath.Dir(sock), "corral2.sock"))
+			require.NoDirExists(t, staging)
+			all, err := d.client().Sessions(context.Background())
+			require.NoError(t, err)
+			left, err := filepath.Glob(filepath.Join(records, "*.json"))
+			require.NoError(t, err)
+			mine := asUID(t, bin, uid, gid, d.sock, "list")
+			require.Empty(t, mine.Kind, mine.Message)
+			var listed []api.Session
+			require.NoError(t, json.Unmarshal(mine.Result, &listed))
+			if step != "committed" {
+				require.Empty(t, all, "an unfinished creation is undone")
+				require.Empty(t, left, "and its owner record")
+				require.Empty(t, listed)
+				d.stop(true)
+				requireDaemonLeftNothing(t, state)
+				return
+			}
+			require.Len(t, all, 1)
+			require.Len(t, left, 1)
+			require.Len(t, listed, 1, "the creator sees its session")
+			require.Equal(t, uid, listed[0].Owner)
+			rm := asUID(t, bin, uid, gid, d.sock, "remove", listed[0].ID)
+			require.Empty(t, rm.Kind, rm.Message)
+			d.stop(true)
+			requireDaemonLeftNothing(t, state)
+		})
 	}
 }

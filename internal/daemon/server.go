@@ -614,13 +614,22 @@ const (
 	createCommitted = "committed" // the owner record committed
 )
 
-// createStep runs createHook (tests) after step of a creation.
+// createStep runs createHook, then the testhook point HookCreateStep +
+// step (tests), after step of a creation.
 func (s *Server) createStep(step string) error {
-	if s.createHook == nil {
-		return nil
+	if s.createHook != nil {
+		if err := s.createHook(step); err != nil {
+			return err
+		}
 	}
-	return s.createHook(step)
+	return testhook.Point(HookCreateStep + step)
 }
+
+// HookCreateStep, followed by a step's name (createPending "pending",
+// createMade "made", createCommitted "committed"), names the testhook
+// point after that step of a creation; an error there stops the
+// creation as a kill would (nothing undone).
+const HookCreateStep = "daemon: create: after "
 
 // undoPendingCreates undoes the creations a stopped daemon left
 // unfinished (an owner record still pending): the session, if it was
