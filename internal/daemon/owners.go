@@ -189,6 +189,19 @@ func (o *owners) pending() []string {
 	return ids
 }
 
+// committed returns the ids whose creation is finished.
+func (o *owners) committed() []string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	var ids []string
+	for id, r := range o.records {
+		if !r.Pending {
+			ids = append(ids, id)
+		}
+	}
+	return ids
+}
+
 // ofPod returns the ids of the sessions Pod uid owns.
 func (o *owners) ofPod(uid string) []string {
 	o.mu.Lock()

@@ -959,6 +959,19 @@ func (s *Server) ForgetMissing(ctx context.Context) error {
 	if err := s.undoPendingCreates(ctx); err != nil {
 		return err
 	}
+	return s.forgetRemoved(ctx)
+}
+
+// forgetRemoved drops the owner records of sessions that no longer exist
+// (removed by the CLI, or by the sandbox's own sweep: an expired
+// session no process held). A record still pending (a creation in
+// flight) is never dropped, nor one committed after the sessions were
+// listed: only records committed before the listing are judged by it.
+func (s *Server) forgetRemoved(ctx context.Context) error {
+	judged := map[string]bool{}
+	for _, id := range s.owners.committed() {
+		judged[id] = true
+	}
 	all, err := s.b.Sessions(ctx)
 	if err != nil {
 		return err
@@ -978,7 +991,7 @@ func (s *Server) ForgetMissing(ctx context.Context) error {
 	for id := range s.pendingEnds() {
 		ids[id] = true
 	}
-	s.owners.keepOnly(func(id string) bool { return ids[id] })
+	s.owners.keepOnly(func(id string) bool { return ids[id] || !judged[id] })
 	return nil
 }
 

@@ -861,3 +861,21 @@ func TestCreateKilledAtEveryStep(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, records)
 }
+
+// TestRecordsOfSweptSessionsForgotten: a session removed behind the
+// server's back (the sandbox's own sweep of an expired session, the CLI)
+// loses its owner record at the next forgetRemoved (the prune timer's),
+// while a creation in flight (its record pending) keeps its own.
+func TestRecordsOfSweptSessionsForgotten(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	a, _ := e.client("1000:1000")
+	s, err := a.CreateSession(ctx, api.CreateSession{Repo: e.repo})
+	require.NoError(t, err)
+	_, err = e.fake.Remove(ctx, s.ID, true) // the sandbox's sweep
+	require.NoError(t, err)
+	require.NoError(t, e.srv.owners.add("0123456789ab", ownerRecord{UID: 1000, GID: 1000, Pending: true}))
+	require.NoError(t, e.srv.forgetRemoved(ctx))
+	require.Equal(t, []string{"0123456789ab"}, e.srv.owners.pending())
+	require.Empty(t, e.srv.owners.committed())
+}
