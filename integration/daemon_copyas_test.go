@@ -1,10 +1,13 @@
 package integration
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
 	"io/fs"
 	"net"
 	"net/http"
@@ -12,6 +15,7 @@ import (
 	"os/user"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -208,4 +212,67 @@ func TestDaemonCreateKilledAtEveryStep(t *testing.T) {
 			requireDaemonLeftNothing(t, state)
 		})
 	}
+}
+
+// TestDaemonRequestEdges: against the real daemon, a request path in any
+// but its canonical spelling is refused before routing (400 invalid,
+// naming the problem), and a client that never reads the answer of a
+// non-streamed call holds no call slot: with --max-running 1 the next
+// call runs at once instead of waiting out the queue (429).
+func TestDaemonRequestEdges(t *testing.T) {
+	state, sock := daemonDirs(t)
+	d := startDaemon(t, state, sock, "--max-running", "1", "--queue-wait", "3s")
+	c := d.client()
+	ctx := context.Background()
+	big := strings.Repeat("0123456789abcdef\n", 256<<10) // 4.25 MiB
+	repo := openRepo(t, map[string]string{"README.md": "r\n", "big.txt": big})
+	s, err := c.CreateSession(ctx, api.CreateSession{Repo: repo})
+	require.NoError(t, err)
+
+	for path, why := range map[string]string{
+		"/v1//sessions":                    `an empty segment`,
+		"/v1/./sessions":                   `a \".\" segment`,
+		"/v1/sessions/../x":                `a \"..\" segment`,
+		"/v1/sessions/" + s.ID + "/../x":   `a \"..\" segment`,
+		"/v1/sessions/":                    `a trailing`,
+		"/v1/sessions/" + s.ID + "%2Fdiff": `percent-encodes`,
+	} {
+		conn, err := net.Dial("unix", sock)
+		require.NoError(t, err)
+		_, err = fmt.Fprintf(conn, "GET %s HTTP/1.1\r\nHost: corral\r\nConnection: close\r\n\r\n", path)
+		require.NoError(t, err)
+		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		require.NoError(t, err)
+		body, _ := io.ReadAll(resp.Body)
+		conn.Close()
+		require.Equal(t, http.StatusBadRequest, resp.StatusCode, "%s: %s", path, body)
+		require.Contains(t, string(body), `"kind":"invalid"`, path)
+		require.Contains(t, string(body), "not canonical: "+why, path)
+	}
+
+	// An exec whose answer (~6 MiB of JSON) its client never reads.
+	conn, err := net.Dial("unix", sock)
+	require.NoError(t, err)
+	defer conn.Close()
+	req := `{"argv":["cat","big.txt"]}`
+	_, err = fmt.Fprintf(conn, "POST /v1/sessions/%s/exec HTTP/1.1\r\nHost: corral\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", s.ID, len(req), req)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		h, err := c.Health(ctx)
+		return err == nil && h.Calls.Running == 0 && h.Calls.Waiting == 0
+	}, 60*time.Second, 100*time.Millisecond)
+	time.Sleep(2 * time.Second) // the call has run; its answer waits for a reader
+	h, err := c.Health(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 0, h.Calls.Running, "the unread answer holds no slot")
+	start := time.Now()
+	res, err := c.Exec(ctx, s.ID, []string{"cat", "README.md"}, nil, nil)
+	require.NoError(t, err, "the next call gets the one slot")
+	require.Equal(t, "r\n", string(res.Stdout))
+	t.Logf("next call with an unread answer pending: %s", time.Since(start))
+	_, err = c.RemoveSession(ctx, s.ID)
+	require.NoError(t, err)
+	conn.Close()
+	d.stop(true)
+	requireDaemonLeftNothing(t, state)
 }
