@@ -348,6 +348,10 @@ func pruneLoop(ctx context.Context, srv *Server, log io.Writer) {
 		if err != nil {
 			fmt.Fprintf(log, "corral daemon: sweeping: %v\n", err)
 		}
+		// What the sandbox's sweep removed keeps no owner record.
+		if err := srv.forgetRemoved(ctx); err != nil {
+			fmt.Fprintf(log, "corral daemon: forgetting removed sessions: %v\n", err)
+		}
 	}
 }
 

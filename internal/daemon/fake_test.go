@@ -121,6 +121,9 @@ func (f *fakeBackend) Create(_ context.Context, c CreateConfig) (api.Session, er
 	defer f.mu.Unlock()
 	f.seq++
 	id := fmt.Sprintf("%012x", 0xa00000+f.seq)
+	if c.ID != "" {
+		id = c.ID
+	}
 	// The idle TTL as the sandbox records it: the request's, else the
 	// profile's (24h) shortened to the daemon's default.
 	ttl := c.IdleTTL

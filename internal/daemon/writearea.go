@@ -39,64 +39,39 @@ func (e *ErrWriteAreas) Error() string {
 func (e *ErrWriteAreas) Unwrap() error { return errdefs.ErrResourceExhausted }
 
 // reserveWriteArea counts bytes, the write area of the session r
-// creates, against MaxWriteArea (every recorded session's and every
-// creation's in flight) and, when r's owner is capped, against
-// MaxWriteAreaPerUID (that owner's), under the one lock the session
-// caps take, so that parallel creations cannot overshoot. It fails with
-// *ErrWriteAreas before anything is made; the reservation's record
-// keeps the size in the owner record, its release gives it back. The
-// backend calls it once, after reading the profile (CreateConfig).
+// creates, against MaxWriteArea (every session's, pending creations
+// included) and, when r's owner is capped, against MaxWriteAreaPerUID
+// (that owner's), under the one lock the session caps take, so that
+// parallel creations cannot overshoot; the bytes go into the creation's
+// pending owner record (written to disk when it is committed, gone with
+// it when the creation fails). It fails with *ErrWriteAreas before
+// anything is made. The backend calls it once, after reading the
+// profile (CreateConfig).
 func (r *reservation) reserveWriteArea(bytes int64) error {
 	s := r.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if r.done || r.writeArea != 0 {
-		return fmt.Errorf("write area: %w: reserved twice, or after its creation ended", errdefs.ErrFailedPrecondition)
-	}
 	type areaCap struct {
 		max      int64
 		flag, of string
 		match    func(ownerRecord) bool
-		creating int64
 	}
 	caps := []areaCap{{max: s.opt.MaxWriteArea, flag: "--max-write-area", of: "this host",
-		match: func(ownerRecord) bool { return true }, creating: s.creatingArea[""]}}
+		match: func(ownerRecord) bool { return true }}}
 	if r.owner != "" {
 		owner := r.owner
 		caps = append(caps, areaCap{max: s.opt.MaxWriteAreaPerUID, flag: "--max-write-area-per-uid", of: r.of,
-			match: func(rec ownerRecord) bool { return rec.owner() == owner }, creating: s.creatingArea[owner]})
+			match: func(rec ownerRecord) bool { return rec.owner() == owner }})
 	}
 	for _, c := range caps {
 		if c.max <= 0 {
 			continue
 		}
-		if held := s.owners.writeAreas(c.match) + c.creating; held+bytes > c.max {
+		if held := s.owners.writeAreas(c.match); held+bytes > c.max {
 			return &ErrWriteAreas{Of: c.of, Held: held, Want: bytes, Cap: c.max, Flag: c.flag}
 		}
 	}
-	r.writeArea = bytes
-	s.creatingArea[""] += bytes
-	if r.owner != "" {
-		s.creatingArea[r.owner] += bytes
-	}
-	return nil
-}
-
-// endWriteArea gives back r's write-area reservation; s.mu held.
-func (r *reservation) endWriteArea() {
-	if r.writeArea == 0 {
-		return
-	}
-	keys := []string{""}
-	if r.owner != "" {
-		keys = append(keys, r.owner)
-	}
-	for _, k := range keys {
-		if r.s.creatingArea[k] -= r.writeArea; r.s.creatingArea[k] <= 0 {
-			delete(r.s.creatingArea, k)
-		}
-	}
-	r.writeArea = 0
+	return s.owners.setWriteArea(r.id, bytes)
 }
 
 // writeAreas returns the write-area bytes of the recorded sessions that
@@ -111,4 +86,17 @@ func (o *owners) writeAreas(match func(ownerRecord) bool) int64 {
 		}
 	}
 	return n
+}
+
+// setWriteArea sets the write area of id's pending record (in memory:
+// its commit writes it).
+func (o *owners) setWriteArea(id string, n int64) error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	r, ok := o.records[id]
+	if !ok || !r.Pending {
+		return fmt.Errorf("write area: %w: session %s has no pending owner record", errdefs.ErrFailedPrecondition, id)
+	}
+	r.WriteArea = n
+	return nil
 }
