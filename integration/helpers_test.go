@@ -3,6 +3,8 @@ package integration
 import (
 	"bytes"
 	"context"
+	"errors"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -155,3 +157,22 @@ func lines(s string) []string {
 }
 
 func patchOf(cs *changeset.Set) ([]byte, error) { return changeset.Patch(cs) }
+
+// sessionEntries lists what STATE_DIR/sessions holds — session and
+// staging directories — without the creators' lock file, which stays
+// once the first session was made (sandbox.CreatorsLock).
+func sessionEntries(t *testing.T, state string) []string {
+	t.Helper()
+	entries, err := os.ReadDir(filepath.Join(state, "sessions"))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	require.NoError(t, err)
+	var names []string
+	for _, e := range entries {
+		if e.Name() != sandbox.CreatorsLock {
+			names = append(names, e.Name())
+		}
+	}
+	return names
+}
