@@ -13,6 +13,7 @@ import (
 
 	"github.com/containerd/errdefs"
 	"github.com/corral-sandbox/corral/audit"
+	"github.com/corral-sandbox/corral/internal/testhook"
 	"github.com/corral-sandbox/corral/mounts/changeset"
 	"github.com/corral-sandbox/corral/profiles"
 	"github.com/corral-sandbox/corral/review"
@@ -275,12 +276,23 @@ func (b *sandboxBackend) Create(ctx context.Context, c CreateConfig) (_ api.Sess
 	if err != nil {
 		return api.Session{}, err
 	}
+	// An error or a panic from here on removes the session: its creator
+	// gets no session (the server undoes the creation too: undoCreate).
+	made := false
 	defer func() {
-		if retErr != nil {
+		if !made {
+			b.mu.Lock()
+			if b.open[s.ID] == s {
+				delete(b.open, s.ID)
+			}
+			b.mu.Unlock()
 			s.Close()
 			_ = b.exec.RemoveSession(context.WithoutCancel(ctx), s.ID)
 		}
 	}()
+	if err := testhook.Point(HookBackendCreateMade); err != nil {
+		return api.Session{}, err
+	}
 	// The session's read-only bind of the repository (mounts.Layout.Repo)
 	// must hold the directory the caller could read: a path swapped
 	// between the check and the mount is refused.
@@ -296,8 +308,15 @@ func (b *sandboxBackend) Create(ctx context.Context, c CreateConfig) (_ api.Sess
 	b.open[s.ID] = s
 	b.mu.Unlock()
 	b.warm(s)
-	return sessionOf(*s.Record(), time.Now().UTC().Truncate(time.Second), true, ""), nil
+	out := sessionOf(*s.Record(), time.Now().UTC().Truncate(time.Second), true, "")
+	made = true
+	return out, nil
 }
+
+// HookBackendCreateMade is the test point (package testhook) inside the
+// backend's Create right after the sandbox made the session: a test
+// makes it fail or panic there, as a fault in what follows would.
+const HookBackendCreateMade = "daemon: backend: create: session made"
 
 func (b *sandboxBackend) Remove(ctx context.Context, id string, discard bool) (api.Removed, error) {
 	out := api.Removed{Removed: id}

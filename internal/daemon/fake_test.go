@@ -26,7 +26,9 @@ import (
 
 // fakeBackend is an in-memory Backend: sessions hold files; exec knows a
 // few commands (echo, sh is refused, sleep waits for its context, flood
-// writes a lot); Create panics for the profile "panic".
+// writes a lot); Create panics for the profile "panic", and makes the
+// session then panics for "panic-after-made" (fails for
+// "fail-after-made").
 type fakeBackend struct {
 	mu       sync.Mutex
 	sessions map[string]*fakeSession
@@ -137,6 +139,12 @@ func (f *fakeBackend) Create(_ context.Context, c CreateConfig) (api.Session, er
 	s := &fakeSession{Session: api.Session{ID: id, Repo: c.Repo, Profile: "docs", ProfileName: "docs", Scope: "openwiki/",
 		Created: now, LastUsed: now, IdleTTLNS: int64(ttl), Mounted: true, Version: "test"}, files: map[string]string{}, memory: memory}
 	f.sessions[id] = s
+	switch c.Profile {
+	case "panic-after-made":
+		panic("the backend panicked after making the session")
+	case "fail-after-made":
+		return api.Session{}, fmt.Errorf("profile %q: %w: failed after making the session", c.Profile, errdefs.ErrUnavailable)
+	}
 	return s.Session, nil
 }
 

@@ -619,13 +619,16 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	// The pending record goes on every way out but a commit and a
-	// test's kill: a failure, a panic (the session cap's place is given
-	// back with the slot).
+	// Every way out but a commit and a test's kill undoes the creation:
+	// a failure or a panic, before the backend made the session or after
+	// (inside Create, or between Create and the commit). The client got
+	// an error, so nothing may stay: the session is removed, nothing
+	// kept, then its pending record (undoCreate). The session cap's place
+	// is given back with the slot.
 	keep := false
 	defer func() {
 		if !keep {
-			_ = s.owners.remove(cfg.ID)
+			s.undoCreate(context.WithoutCancel(r.Context()), cfg.ID)
 		}
 	}()
 	if err := rsv.record(cfg.ID, ownerRecord{UID: p.UID, GID: p.GID, Pod: p.Pod, Volume: req.Volume, Pending: true}); err != nil {
@@ -640,7 +643,7 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 	sess, err := s.b.Create(r.Context(), cfg)
 	release()
 	if err != nil {
-		s.fail(w, r, errors.Join(err, s.owners.remove(cfg.ID)))
+		s.fail(w, r, err) // undone on the way out
 		return
 	}
 	if err := s.createStep(createMade); err != nil {
@@ -649,9 +652,9 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err := s.owners.commit(cfg.ID); err != nil {
-		// Without its owner record the session would be root's: remove it.
-		_, rerr := s.b.Remove(context.WithoutCancel(r.Context()), sess.ID, true)
-		s.fail(w, r, errors.Join(err, rerr, s.owners.remove(cfg.ID)))
+		// Without its owner record the session would be root's: undone
+		// on the way out.
+		s.fail(w, r, err)
 		return
 	}
 	keep = true
@@ -691,6 +694,26 @@ func (s *Server) createStep(step string) error {
 // point after that step of a creation; an error there stops the
 // creation as a kill would (nothing undone).
 const HookCreateStep = "daemon: create: after "
+
+// undoCreate undoes the creation of session id that failed or panicked
+// in this daemon: the session, if the backend made it, is removed with
+// nothing kept, then its pending owner record. A session that could not
+// be removed keeps its pending record — its creator's, as the record
+// says — for the next start to undo (undoPendingCreates): never a
+// session that belongs to nobody.
+func (s *Server) undoCreate(ctx context.Context, id string) {
+	_, err := s.b.Remove(ctx, id, true)
+	if err != nil && !errdefs.IsNotFound(err) {
+		fmt.Fprintf(s.opt.Log, "corral daemon: session %s: undoing its failed creation: %v (its pending owner record stays; the next start removes it)\n", id, err)
+		return
+	}
+	if err == nil {
+		fmt.Fprintf(s.opt.Log, "corral daemon: session %s: its creation failed; removed\n", id)
+	}
+	if err := s.owners.remove(id); err != nil {
+		fmt.Fprintf(s.opt.Log, "corral daemon: session %s: removing the owner record of its failed creation: %v\n", id, err)
+	}
+}
 
 // undoPendingCreates undoes the creations a stopped daemon left
 // unfinished (an owner record still pending): the session, if it was
