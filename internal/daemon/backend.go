@@ -572,24 +572,25 @@ func (b *sandboxBackend) Diff(ctx context.Context, id string, contents bool) (*a
 	return &api.ChangeSet{Changes: changes(cs.Changes, contents), Violations: problems(cs.Violations), Stat: cs.Stat()}, nil
 }
 
-func (b *sandboxBackend) Patch(ctx context.Context, id string) ([]byte, error) {
+func (b *sandboxBackend) Patch(ctx context.Context, id string, w io.Writer) error {
 	s, err := b.session(ctx, id)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	cs, err := s.ChangesContext(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("collecting the change set: %w", err)
+		return fmt.Errorf("collecting the change set: %w", err)
 	}
 	if err := cs.Err(); err != nil {
-		return nil, err
+		return err
 	}
-	return changeset.Patch(cs)
+	_, err = changeset.WritePatch(w, cs)
+	return err
 }
 
 // KeptPatchSize renders the patch the session's end would keep (its
 // changes but the rejected ones, as sandbox.Executor.EndSession keeps
-// them) and returns its size.
+// them) into a counting writer and returns its size.
 func (b *sandboxBackend) KeptPatchSize(ctx context.Context, id string) (int64, error) {
 	s, err := b.session(ctx, id)
 	if err != nil {
@@ -608,11 +609,8 @@ func (b *sandboxBackend) KeptPatchSize(ctx context.Context, id string) (int64, e
 	if len(keep.Changes) == 0 {
 		return 0, nil
 	}
-	patch, err := changeset.Patch(keep)
-	if err != nil {
-		return 0, err
-	}
-	return int64(len(patch)), nil
+	// Counted as it is rendered, one file at a time: never held whole.
+	return changeset.WritePatch(io.Discard, keep)
 }
 
 // Apply is `corral session apply` without a terminal: a review (no

@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -43,6 +44,9 @@ type fakeBackend struct {
 	patchDir string
 	// audited are the events the server wrote through Audit.
 	audited []audit.Event
+	// patchGate, when set, holds Patch after the first file's patch is
+	// written until it is closed.
+	patchGate chan struct{}
 }
 
 type fakeSession struct {
@@ -375,21 +379,35 @@ func (f *fakeBackend) Diff(_ context.Context, id string, _ bool) (*api.ChangeSet
 	return &api.ChangeSet{Changes: cs, Violations: []api.Problem{}, Stat: fmt.Sprintf("%d file(s) changed\n", len(cs))}, nil
 }
 
-func (f *fakeBackend) Patch(_ context.Context, id string) ([]byte, error) {
+func (f *fakeBackend) Patch(_ context.Context, id string, w io.Writer) error {
 	s, err := f.get(id)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	f.mu.Lock()
-	defer f.mu.Unlock()
 	if _, bad := s.files["openwiki/.openwikiignore"]; bad {
-		return nil, &changeset.RejectedError{Violations: []changeset.Problem{{Path: "openwiki/.openwikiignore", Reason: "ignore files are never written"}}}
+		f.mu.Unlock()
+		return &changeset.RejectedError{Violations: []changeset.Problem{{Path: "openwiki/.openwikiignore", Reason: "ignore files are never written"}}}
 	}
-	var b strings.Builder
-	for p, c := range s.files {
-		fmt.Fprintf(&b, "diff --git a/%s b/%s\nnew file mode 100644\n--- /dev/null\n+++ b/%s\n@@ -0,0 +1 @@\n+%s\n", p, p, p, strings.TrimSuffix(c, "\n"))
+	files := maps.Clone(s.files)
+	gate := f.patchGate
+	f.mu.Unlock()
+	for i, p := range slices.Sorted(maps.Keys(files)) {
+		if _, err := fmt.Fprintf(w, "diff --git a/%s b/%s\nnew file mode 100644\n--- /dev/null\n+++ b/%s\n@@ -0,0 +1 @@\n+%s\n", p, p, p, strings.TrimSuffix(files[p], "\n")); err != nil {
+			return err
+		}
+		if i == 0 && gate != nil {
+			<-gate // the test reads the first file's patch first
+		}
 	}
-	return []byte(b.String()), nil
+	return nil
+}
+
+// fakePatch is f's Patch of session id, whole.
+func fakePatch(ctx context.Context, f *fakeBackend, id string) ([]byte, error) {
+	var b bytes.Buffer
+	err := f.Patch(ctx, id, &b)
+	return b.Bytes(), err
 }
 
 // fakeToken approves every change of the fake.

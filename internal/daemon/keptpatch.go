@@ -123,14 +123,19 @@ func (s *Server) overBudget(uid string) error {
 // patch whatever its size, and a Pod it puts over the budget is audited
 // (audit.PatchBudget) and may create no session until under it.
 func (s *Server) endOwnSession(ctx context.Context, rec ownerRecord, id, reason string) (api.Removed, error) {
+	budget := s.opt.MaxKeptPatchBytes
+	var need int64
+	if budget > 0 && asked(reason) {
+		// Sized before the ends are serialized: a wait for a call slot
+		// never holds another owner's end.
+		var err error
+		if need, err = s.sizeKeptPatch(ctx, id); err != nil {
+			return api.Removed{}, err
+		}
+	}
 	s.patchesMu.Lock()
 	defer s.patchesMu.Unlock()
-	budget := s.opt.MaxKeptPatchBytes
 	if budget > 0 && asked(reason) {
-		need, err := s.b.KeptPatchSize(ctx, id)
-		if err != nil {
-			return api.Removed{}, fmt.Errorf("sizing its patch against the daemon's --max-kept-patch-bytes: %w", err)
-		}
 		kept, err := s.keptBytes(rec.Pod)
 		if err != nil {
 			return api.Removed{}, err
@@ -160,6 +165,25 @@ func (s *Server) endOwnSession(ctx context.Context, rec ownerRecord, id, reason 
 		return rm, fmt.Errorf("auditing the kept patches over --max-kept-patch-bytes: %w", aerr)
 	}
 	return rm, nil
+}
+
+// sizeKeptPatch returns the size of the patch session id's end would
+// keep (Backend.KeptPatchSize: rendered into a counting writer, never
+// held whole). Rendering it holds the session's change set in memory, so
+// it takes a slot of the call cap for the caller ctx carries, as a diff
+// does (at most --max-running at once; 429 busy past the queue wait).
+func (s *Server) sizeKeptPatch(ctx context.Context, id string) (int64, error) {
+	p, _ := peerOf(ctx)
+	release, err := s.lim.acquire(ctx, ownerKey(p), s.ownerCapped(p), "", 0)
+	if err != nil {
+		return 0, err
+	}
+	defer release()
+	need, err := s.b.KeptPatchSize(ctx, id)
+	if err != nil {
+		return 0, fmt.Errorf("sizing its patch against the daemon's --max-kept-patch-bytes: %w", err)
+	}
+	return need, nil
 }
 
 // keptPatchOf returns the kept patch id when the peer may see it: an

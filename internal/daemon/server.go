@@ -1277,15 +1277,58 @@ func (s *Server) diff(w http.ResponseWriter, r *http.Request) {
 		}
 		writeText(w, api.MediaText, []byte(cs.Stat))
 	case "patch":
-		patch, err := s.b.Patch(r.Context(), id)
-		if err != nil {
-			s.fail(w, r, notFound(id, err))
-			return
-		}
-		writeText(w, api.MediaPatch, patch)
+		s.patch(w, r, id)
 	default:
 		s.fail(w, r, fmt.Errorf("format %q: %w: want json, patch or stat", format, errdefs.ErrInvalidArgument))
 	}
+}
+
+// patch answers GET .../diff?format=patch: the session's patch streamed
+// to the client one file's patch at a time (Backend.Patch), never held
+// whole. Rendering holds the change set in memory (up to the session's
+// write area), so it takes a slot of the call cap as the file tools do,
+// held until the answer is written (within answerWrite): at most
+// --max-running are held at once, whatever the number of clients. It
+// reserves no memory: it runs no container.
+func (s *Server) patch(w http.ResponseWriter, r *http.Request, id string) {
+	release, ok := s.slot(w, r, "")
+	if !ok {
+		return
+	}
+	defer release()
+	tw := &textWriter{w: w, ct: api.MediaPatch}
+	err := s.b.Patch(r.Context(), id, tw)
+	switch {
+	case err != nil && !tw.started:
+		s.fail(w, r, notFound(id, err))
+	case err != nil:
+		// Part of the patch is out: the answer must not look whole.
+		fmt.Fprintf(s.opt.Log, "corral daemon: %s %s: the patch broke off: %v\n", r.Method, r.URL.Path, err)
+		panic(http.ErrAbortHandler)
+	case !tw.started:
+		writeText(w, api.MediaPatch, nil) // an empty change set
+	}
+}
+
+// textWriter answers a streamed text body of content type ct: the status
+// and headers go with its first write, so that an error before any byte
+// is still answered in the API's error form; the whole answer is bounded
+// by answerWrite from there.
+type textWriter struct {
+	w       http.ResponseWriter
+	ct      string
+	started bool
+}
+
+func (t *textWriter) Write(p []byte) (int, error) {
+	if !t.started {
+		t.started = true
+		_ = http.NewResponseController(t.w).SetWriteDeadline(time.Now().Add(answerWrite))
+		t.w.Header().Set("Content-Type", t.ct)
+		t.w.Header().Set("X-Content-Type-Options", "nosniff")
+		t.w.WriteHeader(http.StatusOK)
+	}
+	return t.w.Write(p)
 }
 
 // profile is GET /v1/sessions/{id}/profile: the profile the session
