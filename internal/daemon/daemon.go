@@ -63,10 +63,11 @@ type Config struct {
 	// once: a uid but the admins', in Pod mode a Pod (Server.connOwner); 0
 	// for none.
 	MaxConnectionsPerUID int
-	// MaxKeptPatchBytes caps the bytes of one Pod's kept patches in Pod
-	// mode (Options.MaxKeptPatchBytes); 0 for none.
+	// MaxKeptPatchBytes caps the bytes of one owner's kept patches (a
+	// Pod's in Pod mode, else a uid's but root's:
+	// Options.MaxKeptPatchBytes); 0 for none.
 	MaxKeptPatchBytes int64
-	// KeptPatchRetention is how long a kept patch stays in Pod mode
+	// KeptPatchRetention is how long an owner's kept patch stays
 	// (Options.KeptPatchRetention); 0 for ever.
 	KeptPatchRetention time.Duration
 	// IdleTTL is a new session's default idle TTL.

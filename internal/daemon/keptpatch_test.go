@@ -48,7 +48,7 @@ func TestPodModePatchBudget(t *testing.T) {
 	mine, err := a.Patches(ctx)
 	require.NoError(t, err)
 	require.Len(t, mine, 1)
-	require.Equal(t, api.PodPatch{ID: s1.ID, PodUID: podA, Volume: vol, Ended: mine[0].Ended, Files: []string{"openwiki/a.md"}, Path: rm.Patch}, mine[0])
+	require.Equal(t, api.PodPatch{ID: s1.ID, PodUID: podA, OwnedBy: "pod:" + podA, Volume: vol, Ended: mine[0].Ended, Files: []string{"openwiki/a.md"}, Path: rm.Patch}, mine[0])
 	got, err := a.PodPatch(ctx, s1.ID)
 	require.NoError(t, err)
 	require.Equal(t, string(p1), string(got))
@@ -211,7 +211,7 @@ func TestPodModeOwnEndKilledAtEveryStep(t *testing.T) {
 			require.NoError(t, srv.ForgetMissing(ctx))
 			_, err = srv.EndGonePods(ctx)
 			require.NoError(t, err)
-			pps, err := srv.podPatches()
+			pps, err := srv.keptPatches()
 			require.NoError(t, err)
 			if step == "recorded" {
 				// Killed before the backend's removal: the session
@@ -266,7 +266,7 @@ func TestPodModePruneIsSizedLikeDelete(t *testing.T) {
 	still, err := a.Session(ctx, big.ID)
 	require.NoError(t, err, "the over-budget session stays")
 	require.Equal(t, big.ID, still.ID)
-	kept, err := e.srv.keptBytes(podA)
+	kept, err := e.srv.keptBytes("pod:" + podA)
 	require.NoError(t, err)
 	require.LessOrEqual(t, kept, int64(budget), "prune kept no patch over the budget")
 	_, err = a.CreateSession(ctx, api.CreateSession{Volume: vol})

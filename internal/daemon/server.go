@@ -87,16 +87,15 @@ type Options struct {
 	// creation over either is refused (*ErrWriteAreas) before anything
 	// is made. See writearea.go for why --max-memory does not cover them.
 	MaxWriteAreaPerUID, MaxWriteArea int64
-	// MaxKeptPatchBytes caps, in Pod mode, the bytes of the patches kept
-	// for one Pod (the node's admins not capped): a DELETE without
-	// discard that would pass it is refused, and a Pod a session end left
-	// over it may create no session until it removes kept patches
-	// (docs/daemon.md, "Kept patches"); 0 for no cap. Outside Pod mode
-	// it does not apply yet.
+	// MaxKeptPatchBytes caps the bytes of the patches kept for one owner
+	// (keepsOwn: in Pod mode a Pod, outside it a uid but root; the
+	// admins' sessions keep theirs uncapped): a DELETE without discard
+	// that would pass it is refused, and an owner a session end left over
+	// it may create no session until it removes kept patches
+	// (docs/daemon.md, "Kept patches"); 0 for no cap.
 	MaxKeptPatchBytes int64
-	// KeptPatchRetention is how long, in Pod mode, a kept patch stays
-	// after its session ended before the prune timer removes it; 0 for
-	// ever.
+	// KeptPatchRetention is how long an owner's kept patch stays after
+	// its session ended before the prune timer removes it; 0 for ever.
 	KeptPatchRetention time.Duration
 	// StateDir holds the daemon's owner records (STATE_DIR/daemon).
 	StateDir string
@@ -836,10 +835,10 @@ func (s *Server) reserveSession(p Peer) (*reservation, error) {
 			return nil, &ErrTooManySessions{Of: c.of, Max: c.max, Flag: c.flag}
 		}
 	}
-	if rsv.owner != "" && p.Pod != "" {
-		// A Pod an idle expiry or a race left over its kept-patch
+	if rsv.owner != "" {
+		// An owner an idle expiry or a race left over its kept-patch
 		// budget makes nothing more to keep until it is under.
-		if err := s.overBudget(p.Pod); err != nil {
+		if err := s.overBudget(owner); err != nil {
 			return nil, err
 		}
 	}
@@ -962,10 +961,11 @@ func (s *Server) remove(w http.ResponseWriter, r *http.Request) {
 }
 
 // removeSession removes session id, keeping its change set unless
-// discard; a Pod's kept patch goes with its Pod's (endOwnSession), why
-// saying who ended it (endByDelete, endByPrune, endByIdle).
+// discard; the kept patch of an owner's session goes with its owner's
+// (keepsOwn, endOwnSession), why saying who ended it (endByDelete,
+// endByPrune, endByIdle).
 func (s *Server) removeSession(ctx context.Context, id string, discard bool, why string) (api.Removed, error) {
-	if rec := s.owners.get(id); !discard && s.podMode() && rec.Pod != "" {
+	if rec := s.owners.get(id); !discard && s.keepsOwn(rec) {
 		return s.endOwnSession(ctx, rec, id, why)
 	}
 	rm, err := s.b.Remove(ctx, id, discard)
@@ -1074,7 +1074,7 @@ func (s *Server) forgetRemoved(ctx context.Context) error {
 	}
 	// A deleted Pod's session that is gone was being ended by a daemon
 	// that stopped: its record stays for EndGonePods, which keeps what
-	// the session left (endPodSession).
+	// the session left (endKeptSession).
 	for _, id := range s.gonePodsSessions() {
 		ids[id] = true
 	}

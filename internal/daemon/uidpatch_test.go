@@ -1,0 +1,121 @@
+package daemon
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/corral-sandbox/corral/sandbox/api"
+	"github.com/stretchr/testify/require"
+)
+
+// TestUIDKeptPatchBudget: outside Pod mode a uid's session ended without
+// discard keeps its patch with the uid's kept patches
+// (STATE_DIR/patches/uid-N/<id>.patch and its record), under the same
+// rules as a Pod's: the uid alone (and the admins) lists, fetches and
+// removes them, another uid gets 404; a DELETE over
+// --max-kept-patch-bytes is refused 422 and removes nothing; an idle
+// expiry keeps the patch whatever its size and the uid may create no
+// session until it removes kept patches, while another uid may; root is
+// not capped and keeps the executor's STATE_DIR/patches/<id>.patch; a
+// patch kept before owners had directories (no record) is root's, listed
+// and served to the admins alone and never swept; --kept-patch-retention
+// sweeps the uid's. Before, a uid's kept patches had no budget: a local
+// uid could fill the state directory's disk by create, write, DELETE.
+func TestUIDKeptPatchBudget(t *testing.T) {
+	var state string
+	const budget = 400
+	e := newEnv(t, func(o *Options) { state = o.StateDir; o.MaxKeptPatchBytes = budget; o.KeptPatchRetention = time.Hour })
+	e.fake.patchDir = filepath.Join(state, "patches")
+	ctx := context.Background()
+	a, _ := e.client("1000:1000")
+	b, _ := e.client("1001:1001")
+	admin, _ := e.client("0:0")
+	dir := filepath.Join(state, "patches", "uid-1000")
+	legacy := filepath.Join(state, "patches", "aaaaaaaaaaaa.patch")
+	require.NoError(t, os.MkdirAll(filepath.Dir(legacy), 0o700))
+	require.NoError(t, os.WriteFile(legacy, []byte("diff --git a/x b/x\n"), 0o600))
+
+	// A small patch: kept with the uid's, listed to it alone.
+	s1, err := a.CreateSession(ctx, api.CreateSession{Repo: e.repo})
+	require.NoError(t, err)
+	_, err = a.Write(ctx, s1.ID, api.Write{Path: "openwiki/a.md", Content: "small\n"})
+	require.NoError(t, err)
+	p1, err := fakePatch(ctx, e.fake, s1.ID)
+	require.NoError(t, err)
+	rm, err := a.RemoveSession(ctx, s1.ID)
+	require.NoError(t, err)
+	require.Equal(t, filepath.Join(dir, s1.ID+".patch"), rm.Patch)
+	require.NoFileExists(t, filepath.Join(state, "patches", s1.ID+".patch"))
+	require.FileExists(t, filepath.Join(dir, s1.ID+".json"))
+	mine, err := a.Patches(ctx)
+	require.NoError(t, err)
+	require.Len(t, mine, 1)
+	require.Equal(t, api.PodPatch{ID: s1.ID, OwnedBy: "uid:1000", Ended: mine[0].Ended, Files: []string{"openwiki/a.md"}, Path: rm.Patch}, mine[0])
+	got, err := a.PodPatch(ctx, s1.ID)
+	require.NoError(t, err)
+	require.Equal(t, string(p1), string(got))
+	others, err := b.Patches(ctx)
+	require.NoError(t, err)
+	require.Empty(t, others, "another uid sees none of them")
+	_, err = b.PodPatch(ctx, s1.ID)
+	requireKind(t, err, api.KindNotFound, 404)
+	_, err = b.RemovePatch(ctx, s1.ID)
+	requireKind(t, err, api.KindNotFound, 404)
+	_, err = a.PodPatch(ctx, "aaaaaaaaaaaa")
+	requireKind(t, err, api.KindNotFound, 404)
+	all, err := admin.Patches(ctx)
+	require.NoError(t, err)
+	require.Len(t, all, 2, "the admins see every kept patch, root's too")
+	old, err := admin.PodPatch(ctx, "aaaaaaaaaaaa")
+	require.NoError(t, err)
+	require.Equal(t, "diff --git a/x b/x\n", string(old), "a patch kept before owners had directories stays readable")
+
+	// A DELETE over the budget is refused and removes nothing.
+	s2, err := a.CreateSession(ctx, api.CreateSession{Repo: e.repo})
+	require.NoError(t, err)
+	_, err = a.Write(ctx, s2.ID, api.Write{Path: "openwiki/b.md", Content: strings.Repeat("x", 600) + "\n"})
+	require.NoError(t, err)
+	_, err = a.RemoveSession(ctx, s2.ID)
+	requireKind(t, err, api.KindLimit, 422)
+	require.Contains(t, err.Error(), "kept patches of uid:1000")
+	require.Contains(t, err.Error(), "--max-kept-patch-bytes")
+	_, err = a.Session(ctx, s2.ID)
+	require.NoError(t, err, "the refused DELETE removed nothing")
+
+	// An idle expiry keeps it anyway; the uid is then over budget and
+	// may create nothing, another uid may.
+	_, err = e.srv.removeSession(ctx, s2.ID, false, endByIdle)
+	require.NoError(t, err)
+	require.FileExists(t, filepath.Join(dir, s2.ID+".patch"))
+	_, err = a.CreateSession(ctx, api.CreateSession{Repo: e.repo})
+	requireKind(t, err, api.KindLimit, 422)
+	require.Contains(t, err.Error(), "kept patches of uid:1000")
+	_, err = b.CreateSession(ctx, api.CreateSession{Repo: e.repo})
+	require.NoError(t, err)
+
+	// Root is not capped and keeps the executor's layout.
+	r, err := admin.CreateSession(ctx, api.CreateSession{Repo: e.repo})
+	require.NoError(t, err)
+	_, err = admin.Write(ctx, r.ID, api.Write{Path: "openwiki/r.md", Content: strings.Repeat("r", 600) + "\n"})
+	require.NoError(t, err)
+	rrm, err := admin.RemoveSession(ctx, r.ID)
+	require.NoError(t, err)
+	require.Equal(t, filepath.Join(state, "patches", r.ID+".patch"), rrm.Patch)
+
+	// Removing its own kept patch brings the uid under; retention sweeps
+	// the uid's, never root's.
+	_, err = a.RemovePatch(ctx, s2.ID)
+	require.NoError(t, err)
+	_, err = a.CreateSession(ctx, api.CreateSession{Repo: e.repo})
+	require.NoError(t, err)
+	e.srv.now = func() time.Time { return time.Now().Add(2 * time.Hour) }
+	require.NoError(t, e.srv.SweepKeptPatches(ctx))
+	require.NoFileExists(t, filepath.Join(dir, s1.ID+".patch"))
+	require.NoFileExists(t, filepath.Join(dir, s1.ID+".json"))
+	require.FileExists(t, legacy)
+	require.FileExists(t, rrm.Patch)
+}
