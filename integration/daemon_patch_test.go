@@ -3,10 +3,14 @@ package integration
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"os/user"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -70,6 +74,79 @@ func TestDaemonPatchStreamedUnderASlot(t *testing.T) {
 	require.Zero(t, res.ExitCode)
 	_, err = c.DiscardSession(ctx, s.ID)
 	require.NoError(t, err)
+	d.stop(true)
+	requireDaemonLeftNothing(t, state)
+}
+
+// TestDaemonUIDKeptPatchBudget: against the real daemon outside Pod
+// mode, with --max-kept-patch-bytes 2KiB, a uid's session removed without
+// discard keeps its patch with the uid's
+// (STATE_DIR/patches/uid-N/ID.patch, its record beside), which that uid
+// lists, fetches and removes and another uid cannot see (404); a DELETE
+// whose patch would pass the budget is refused 422 and removes nothing.
+// Before, a uid's kept patches had no budget and were the admins' alone.
+func TestDaemonUIDKeptPatchBudget(t *testing.T) {
+	nobody, err := user.Lookup("nobody")
+	require.NoError(t, err)
+	uid, _ := strconv.Atoi(nobody.Uid)
+	gid, _ := strconv.Atoi(nobody.Gid)
+	const other = 54321
+	bin := daemonClientPath(t)
+	state, sock := daemonDirs(t)
+	d := startDaemon(t, state, sock, "--max-kept-patch-bytes", "2KiB")
+	repo := openRepo(t, map[string]string{"README.md": "r\n", "openwiki/a.md": "# a\n"})
+	as := func(uid, gid int, args ...string) dcOutput {
+		return asUID(t, bin, uid, gid, append([]string{sock}, args...)...)
+	}
+	created := func() string {
+		o := as(uid, gid, "create", repo)
+		require.Empty(t, o.Kind, o.Message)
+		var s api.Session
+		require.NoError(t, json.Unmarshal(o.Result, &s))
+		return s.ID
+	}
+
+	id := created()
+	o := as(uid, gid, "write", id, "openwiki/new.md", "kept\n")
+	require.Empty(t, o.Kind, o.Message)
+	o = as(uid, gid, "remove", id)
+	require.Empty(t, o.Kind, o.Message)
+	var rm api.Removed
+	require.NoError(t, json.Unmarshal(o.Result, &rm))
+	dir := filepath.Join(state, "patches", "uid-"+nobody.Uid)
+	require.Equal(t, filepath.Join(dir, id+".patch"), rm.Patch)
+	require.FileExists(t, filepath.Join(dir, id+".json"))
+	o = as(uid, gid, "patches")
+	require.Empty(t, o.Kind, o.Message)
+	var mine []api.PodPatch
+	require.NoError(t, json.Unmarshal(o.Result, &mine))
+	require.Len(t, mine, 1)
+	require.Equal(t, "uid:"+nobody.Uid, mine[0].OwnedBy)
+	require.Equal(t, []string{"openwiki/new.md"}, mine[0].Files)
+	o = as(uid, gid, "patch", id)
+	require.Empty(t, o.Kind, o.Message)
+	require.Contains(t, string(o.Result), "+++ b/openwiki/new.md")
+	o = as(other, gid, "patches")
+	require.Empty(t, o.Kind, o.Message)
+	require.JSONEq(t, "[]", string(o.Result), "another uid sees none")
+	o = as(other, gid, "patch", id)
+	require.Equal(t, api.KindNotFound, o.Kind)
+
+	big := created()
+	o = as(uid, gid, "write", big, "openwiki/big.md", strings.Repeat("0123456789abcdef\n", 200))
+	require.Empty(t, o.Kind, o.Message)
+	o = as(uid, gid, "remove", big)
+	require.Equal(t, api.KindLimit, o.Kind, o.Message)
+	require.Equal(t, 422, o.Status)
+	require.Contains(t, o.Message, "--max-kept-patch-bytes")
+	o = as(uid, gid, "get", big)
+	require.Empty(t, o.Kind, "the refused DELETE removed nothing: %s", o.Message)
+	o = as(uid, gid, "discard", big)
+	require.Empty(t, o.Kind, o.Message)
+
+	o = as(uid, gid, "rmpatch", id)
+	require.Empty(t, o.Kind, o.Message)
+	require.NoDirExists(t, dir, "its last kept patch gone, the owner's directory goes")
 	d.stop(true)
 	requireDaemonLeftNothing(t, state)
 }
