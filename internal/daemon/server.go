@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -1083,7 +1084,40 @@ func (s *Server) forgetRemoved(ctx context.Context) error {
 	for id := range s.pendingEnds() {
 		ids[id] = true
 	}
+	// A gone session of an owner's whose patch the sandbox's own sweep
+	// kept (STATE_DIR/patches/ID.patch: it expired while no daemon held
+	// it) is its owner's, as its record says: moved to the owner's kept
+	// patches, and the record dropped with it (adoptSweptPatch).
+	var errs []error
+	for id, rec := range s.owners.all() {
+		if judged[id] && !ids[id] && s.keepsOwn(rec) {
+			errs = append(errs, s.adoptSweptPatch(ctx, rec, id))
+		}
+	}
 	s.owners.keepOnly(func(id string) bool { return ids[id] || !judged[id] })
+	return errors.Join(errs...)
+}
+
+// adoptSweptPatch moves the patch the sandbox's sweep kept of gone
+// session id (STATE_DIR/patches/ID.patch), if any, to the kept patches
+// of its owner rec, with its record (endKeptSession, which finds the
+// session ended and the patch where the executor keeps patches).
+func (s *Server) adoptSweptPatch(ctx context.Context, rec ownerRecord, id string) error {
+	if _, err := os.Lstat(filepath.Join(s.patchesDir(), id+".patch")); err != nil {
+		return nil
+	}
+	dir, err := s.keptDir(rec.owner())
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	s.patchesMu.Lock()
+	defer s.patchesMu.Unlock()
+	if _, _, err := s.endKeptSession(ctx, dir, id, "idle past its TTL (removed by the sandbox's sweep)"); err != nil {
+		return fmt.Errorf("session %s: keeping its swept patch with %s's: %w", id, rec.owner(), err)
+	}
 	return nil
 }
 

@@ -119,3 +119,41 @@ func TestUIDKeptPatchBudget(t *testing.T) {
 	require.FileExists(t, legacy)
 	require.FileExists(t, rrm.Patch)
 }
+
+// TestSweptPatchGoesToItsOwner: a uid's session the sandbox's own sweep
+// removed (it expired while no daemon held it), keeping its patch where
+// the executor keeps patches (STATE_DIR/patches/ID.patch), is its
+// owner's as the owner record says: the next forgetRemoved (at start,
+// on the prune timer) moves the patch to the uid's kept patches with its
+// record, which the uid lists and another uid does not. Before, the
+// record was dropped and the patch left root's alone.
+func TestSweptPatchGoesToItsOwner(t *testing.T) {
+	var state string
+	e := newEnv(t, func(o *Options) { state = o.StateDir })
+	e.fake.patchDir = filepath.Join(state, "patches")
+	ctx := context.Background()
+	a, _ := e.client("1000:1000")
+	b, _ := e.client("1001:1001")
+	s, err := a.CreateSession(ctx, api.CreateSession{Repo: e.repo})
+	require.NoError(t, err)
+	_, err = a.Write(ctx, s.ID, api.Write{Path: "openwiki/a.md", Content: "swept\n"})
+	require.NoError(t, err)
+	_, err = e.fake.Remove(ctx, s.ID, false) // the sandbox's sweep
+	require.NoError(t, err)
+	require.FileExists(t, filepath.Join(state, "patches", s.ID+".patch"))
+
+	require.NoError(t, e.srv.forgetRemoved(ctx))
+	dir := filepath.Join(state, "patches", "uid-1000")
+	require.FileExists(t, filepath.Join(dir, s.ID+".patch"))
+	require.FileExists(t, filepath.Join(dir, s.ID+".json"))
+	require.NoFileExists(t, filepath.Join(state, "patches", s.ID+".patch"))
+	require.Empty(t, e.srv.owners.all(), "the owner record goes with it")
+	mine, err := a.Patches(ctx)
+	require.NoError(t, err)
+	require.Len(t, mine, 1)
+	require.Equal(t, "uid:1000", mine[0].OwnedBy)
+	require.Equal(t, []string{"openwiki/a.md"}, mine[0].Files)
+	others, err := b.Patches(ctx)
+	require.NoError(t, err)
+	require.Empty(t, others)
+}
