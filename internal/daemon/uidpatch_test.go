@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -156,4 +157,63 @@ func TestSweptPatchGoesToItsOwner(t *testing.T) {
 	others, err := b.Patches(ctx)
 	require.NoError(t, err)
 	require.Empty(t, others)
+}
+
+// TestUIDEndKilledAtEveryStep: outside Pod mode, a daemon killed at any
+// step of a uid's DELETE that keeps its patch (endKeptSession: record
+// written pending, session ended, patch moved, record completed) leaves
+// what the next daemon needs: after its start (ForgetMissing,
+// EndGonePods) the patch is the uid's, listed once, whole, beside its
+// record, and the session's owner record is gone (killed before the
+// session ended, the session is still the uid's, and its next DELETE
+// keeps the patch).
+func TestUIDEndKilledAtEveryStep(t *testing.T) {
+	for _, step := range []string{"recorded", "ended", "moved", "completed"} {
+		t.Run(step, func(t *testing.T) {
+			var opts Options
+			e := newEnv(t, func(o *Options) { o.MaxKeptPatchBytes = 1 << 20; opts = *o })
+			e.fake.patchDir = filepath.Join(opts.StateDir, "patches")
+			ctx := context.Background()
+			a, _ := e.client("1000:1000")
+			s, err := a.CreateSession(ctx, api.CreateSession{Repo: e.repo})
+			require.NoError(t, err)
+			_, err = a.Write(ctx, s.ID, api.Write{Path: "openwiki/a.md", Content: "kept\n"})
+			require.NoError(t, err)
+			e.srv.endPodHook = func(at string) error {
+				if at == step {
+					return errors.New("killed")
+				}
+				return nil
+			}
+			_, err = a.RemoveSession(ctx, s.ID)
+			require.Error(t, err)
+
+			// The next daemon, on the same state directory.
+			srv, err := NewServer(e.fake, opts)
+			require.NoError(t, err)
+			require.NoError(t, srv.ForgetMissing(ctx))
+			_, err = srv.EndGonePods(ctx)
+			require.NoError(t, err)
+			pps, err := srv.keptPatches()
+			require.NoError(t, err)
+			if step == "recorded" {
+				// Killed before the session ended: it is still the
+				// uid's, and its next DELETE keeps the patch.
+				require.Empty(t, pps)
+				require.Equal(t, 1000, srv.owners.get(s.ID).UID)
+				_, err := srv.removeSession(context.Background(), s.ID, false, endByDelete)
+				require.NoError(t, err)
+				pps, err = srv.keptPatches()
+				require.NoError(t, err)
+			}
+			require.Len(t, pps, 1)
+			require.Equal(t, s.ID, pps[0].ID)
+			require.Equal(t, "uid:1000", pps[0].OwnedBy)
+			require.Empty(t, pps[0].Error)
+			require.Equal(t, []string{"openwiki/a.md"}, pps[0].Files)
+			require.Equal(t, filepath.Join(opts.StateDir, "patches", "uid-1000", s.ID+".patch"), pps[0].Path)
+			require.NoFileExists(t, filepath.Join(opts.StateDir, "patches", s.ID+".patch"))
+			require.Empty(t, srv.owners.all())
+		})
+	}
 }
