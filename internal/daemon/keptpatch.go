@@ -40,9 +40,10 @@ import (
 // STATE_DIR/patches/<id>.patch, as patches kept before owners had
 // directories do: they have no record, so they are root's (the admins')
 // alone, listed and served to them.
+
 // ErrPatchBudget is a session end or creation over the daemon's
-// --max-kept-patch-bytes: Of is the owner ("pod:UID", "uid:N"), Kept the bytes
-// its kept patches hold, Need the patch the end would keep (0 for a
+// --max-kept-patch-bytes: Of is the owner ("pod:UID", "uid:N"), Kept
+// the bytes its kept patches hold, Need the patch the end would keep (0 for a
 // creation), Budget the cap. It wraps errdefs.ErrResourceExhausted (422
 // limit).
 type ErrPatchBudget struct {
