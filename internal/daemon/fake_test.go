@@ -210,6 +210,9 @@ func (f *fakeBackend) KeptPatchSize(_ context.Context, id string) (int64, error)
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if _, ok := s.files["openwiki/unsizable.md"]; ok {
+		return 0, fmt.Errorf("session %s: %w: its repository was replaced", id, errdefs.ErrFailedPrecondition)
+	}
 	return int64(len(keptPatch(s))), nil
 }
 

@@ -187,7 +187,16 @@ func (s *Server) endOwnSession(ctx context.Context, rec ownerRecord, id, reason 
 		// never holds another owner's end.
 		var err error
 		if need, err = s.sizeKeptPatch(ctx, id); err != nil {
-			return api.Removed{}, err
+			if errdefs.IsResourceExhausted(err) || errdefs.IsNotFound(err) || ctx.Err() != nil {
+				return api.Removed{}, err
+			}
+			// A change set that cannot be collected now (the session's
+			// repository replaced, its write area lost) cannot be
+			// sized: the session ends as an idle expiry does, keeping
+			// what the end can keep, and an owner it puts over the
+			// budget is refused new sessions (below).
+			fmt.Fprintf(s.opt.Log, "corral daemon: session %s: its patch could not be sized against --max-kept-patch-bytes (%v); ended as an expiry is\n", id, err)
+			need = 0
 		}
 	}
 	s.patchesMu.Lock()

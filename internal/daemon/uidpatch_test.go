@@ -217,3 +217,26 @@ func TestUIDEndKilledAtEveryStep(t *testing.T) {
 		})
 	}
 }
+
+// TestUnsizablePatchEndsAsAnExpiry: a DELETE without discard of a
+// session whose change set cannot be collected for sizing (its
+// repository replaced: failed precondition) is not refused: the session
+// ends as an idle expiry does, keeping what can be kept, and the owner it
+// puts over --max-kept-patch-bytes is refused new sessions. A busy slot
+// still refuses (TestKeptPatchSizingTakesASlot).
+func TestUnsizablePatchEndsAsAnExpiry(t *testing.T) {
+	var state string
+	e := newEnv(t, func(o *Options) { state = o.StateDir; o.MaxKeptPatchBytes = 100 })
+	e.fake.patchDir = filepath.Join(state, "patches")
+	ctx := context.Background()
+	a, _ := e.client("1000:1000")
+	s, err := a.CreateSession(ctx, api.CreateSession{Repo: e.repo})
+	require.NoError(t, err)
+	_, err = a.Write(ctx, s.ID, api.Write{Path: "openwiki/unsizable.md", Content: strings.Repeat("u", 200) + "\n"})
+	require.NoError(t, err)
+	rm, err := a.RemoveSession(ctx, s.ID)
+	require.NoError(t, err)
+	require.Equal(t, filepath.Join(state, "patches", "uid-1000", s.ID+".patch"), rm.Patch)
+	_, err = a.CreateSession(ctx, api.CreateSession{Repo: e.repo})
+	requireKind(t, err, api.KindLimit, 422)
+}
