@@ -128,7 +128,8 @@ func (d *daemonProc) client() *client.Client {
 	return c
 }
 
-// daemonContainers lists the containers corral made for state.
+// daemonContainers lists the containers corral made for state, each
+// with whether it runs a call (runsACall).
 func daemonContainers(t *testing.T, state string) map[string]bool {
 	t.Helper()
 	c, err := containerd.New(testutil.Address(), containerd.WithTimeout(5*time.Second))
@@ -139,17 +140,27 @@ func daemonContainers(t *testing.T, state string) map[string]bool {
 	require.NoError(t, err)
 	out := map[string]bool{}
 	for _, x := range cs {
-		running := false
-		if task, err := x.Task(ctx, nil); err == nil {
-			if st, err := task.Status(ctx); err == nil && st.Status == containerd.Running {
-				running = true
-			}
-		}
-		out[x.ID()] = running
+		out[x.ID()] = runsACall(ctx, x)
 	}
 	return out
 }
 
+// runsACall reports whether c's task runs a call: running, and more
+// than corral-init alone (a container started ahead waits for its
+// request with its init alone).
+func runsACall(ctx context.Context, c containerd.Container) bool {
+	task, err := c.Task(ctx, nil)
+	if err != nil {
+		return false
+	}
+	if st, err := task.Status(ctx); err != nil || st.Status != containerd.Running {
+		return false
+	}
+	pids, err := task.Pids(ctx)
+	return err == nil && len(pids) > 1
+}
+
+// runningContainers lists the containers of state that run a call.
 func runningContainers(t *testing.T, state string) []string {
 	var ids []string
 	for id, running := range daemonContainers(t, state) {

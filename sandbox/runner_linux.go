@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -24,6 +25,7 @@ import (
 	"github.com/corral-sandbox/corral/mounts"
 	"github.com/corral-sandbox/corral/profiles"
 	"github.com/corral-sandbox/corral/seccomp"
+	"golang.org/x/sys/unix"
 )
 
 // Limit names, as reported in Result.LimitsHit.
@@ -42,7 +44,8 @@ type Result struct {
 	Argv []string `json:"argv"`
 	// ExitCode is the tool's exit status; 128+N when killed by signal N.
 	ExitCode int `json:"exit_code"`
-	// Duration is the wall time from task start to exit.
+	// Duration is the wall time from the request (the task's start, or
+	// the request sent to a container started ahead) to the exit.
 	Duration time.Duration `json:"duration_ns"`
 	// LimitsHit names each limit reached (Limit* constants).
 	LimitsHit []string `json:"limits_hit"`
@@ -109,9 +112,11 @@ func (c *cappedWriter) bytes() ([]byte, bool) {
 }
 
 // container is one created (namespaces, mounts, seccomp filter, cgroup)
-// but not yet started container. Its process is corral-init, which reads
-// what to run from ctlFile at the start; so it can be made before the call
-// arrives.
+// container whose tool has not run yet. Its process is corral-init, which
+// reads what to run from ctlFile; so it can be made before the call
+// arrives. Created by create, it is started by the call after the control
+// file is written; started ahead by startAhead, its init waits on ctlFile,
+// a FIFO, for the call's request (send).
 type container struct {
 	id        string
 	c         containerd.Container
@@ -122,6 +127,7 @@ type container struct {
 	ctlFile   string // the host path of its control file
 	lease     leases.Lease
 	created   time.Time
+	started   bool // started ahead: ctlFile is a FIFO its init waits on
 }
 
 // runner is the part of a session that makes, starts, waits for and
@@ -232,6 +238,99 @@ func (r *runner) create(ctx context.Context) (_ *container, retErr error) {
 	return c, nil
 }
 
+// createAhead makes a container for the pool: create, and on a runtime
+// that starts ahead (RuntimeInfo.StartAhead) a FIFO as its control file
+// and the start, after which its corral-init waits on the FIFO for the
+// call's request (send). Until then the container runs nothing but
+// corral-init, under every confinement of the spec.
+func (r *runner) createAhead(ctx context.Context) (_ *container, retErr error) {
+	c, err := r.create(ctx)
+	if err != nil || !r.e.oci.info.StartAhead {
+		return c, err
+	}
+	defer func() {
+		if retErr != nil {
+			r.destroy(c)
+		}
+	}()
+	// Read by the container's uid (the spec's, not root): 0644 whatever
+	// the umask.
+	if err := unix.Mkfifo(c.ctlFile, 0o600); err != nil {
+		return nil, fmt.Errorf("making the control FIFO: %w", err)
+	}
+	if err := os.Chmod(c.ctlFile, 0o644); err != nil {
+		return nil, fmt.Errorf("making the control FIFO: %w", err)
+	}
+	if err := c.task.Start(leases.WithLease(r.e.Context(ctx), c.lease.ID)); err != nil {
+		return nil, r.e.wrapContainerd("starting task "+c.id+" ahead", err)
+	}
+	c.started = true
+	return c, nil
+}
+
+// sendWait bounds how long send waits for a started container's init to
+// open its FIFO (it normally waits there long before the call).
+const sendWait = 10 * time.Second
+
+// send hands data, a request, to the corral-init of a container started
+// ahead: it opens the FIFO O_WRONLY|O_NONBLOCK, which fails with ENXIO
+// while no process has it open for reading (fifo(7)): an init that has not
+// reached its open yet (retried until sendWait), or one that is dead (its
+// exit arrives on statusC). A dead init, an init gone before it read the
+// whole request (EPIPE) or one that never opened ran nothing: the error
+// wraps errNotStarted.
+func (c *container) send(data []byte) error {
+	stop := time.Now().Add(sendWait)
+	var fd int
+	for {
+		var err error
+		fd, err = unix.Open(c.ctlFile, unix.O_WRONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, unix.ENXIO) && !errors.Is(err, unix.EINTR) {
+			return fmt.Errorf("opening the control FIFO: %w", err)
+		}
+		if time.Now().After(stop) {
+			return &notStartedError{fmt.Errorf("container %s: its init never opened the control FIFO", c.id)}
+		}
+		select {
+		case st := <-c.statusC:
+			c.statusC = exited(st)
+			return &notStartedError{fmt.Errorf("container %s: its init exited (status %d) before the call", c.id, st.ExitCode())}
+		case <-time.After(time.Millisecond):
+		}
+	}
+	defer unix.Close(fd)
+	// Blocking writes from here: a request larger than the pipe's buffer
+	// is read by the init as it comes.
+	if err := unix.SetNonblock(fd, false); err != nil {
+		return fmt.Errorf("writing the control FIFO: %w", err)
+	}
+	for len(data) > 0 {
+		n, err := unix.Write(fd, data)
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if errors.Is(err, unix.EPIPE) {
+			return &notStartedError{fmt.Errorf("container %s: its init closed the control FIFO before the request's end", c.id)}
+		}
+		if err != nil {
+			return fmt.Errorf("writing the control FIFO: %w", err)
+		}
+		data = data[n:]
+	}
+	return nil
+}
+
+// exited is a channel that delivers st once, in place of a status channel
+// send already read.
+func exited(st containerd.ExitStatus) <-chan containerd.ExitStatus {
+	ch := make(chan containerd.ExitStatus, 1)
+	ch <- st
+	return ch
+}
+
 // destroy kills and deletes the container, its snapshot, its control file
 // and its lease, tolerating what is already gone. What containerd cannot
 // delete now (it is down) the next corral start sweeps.
@@ -294,8 +393,10 @@ func (r *runner) untrack(c *container) error {
 	return r.stopped
 }
 
-// start writes req to the container's control file, starts it and waits
-// for the exit, the timeout, the output cap or ctx. When the runner is
+// start hands req to the container (written to its control file before
+// the start, or sent on the FIFO of a container started ahead) and waits
+// for the exit, the timeout, the output cap or ctx; the timeout counts
+// from the request. When the runner is
 // stopped while the container runs, the container is killed and the
 // runner's error returned without the output.
 func (r *runner) start(ctx context.Context, c *container, req initctl.Request, stdout, stderr io.Writer) (*Result, error) {
@@ -305,20 +406,25 @@ func (r *runner) start(ctx context.Context, c *container, req initctl.Request, s
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", errdefs.ErrInvalidArgument, err)
 	}
-	if err := os.WriteFile(c.ctlFile, data, 0o644); err != nil {
-		return nil, fmt.Errorf("writing the control file: %w", err)
+	if !c.started {
+		if err := os.WriteFile(c.ctlFile, data, 0o644); err != nil {
+			return nil, fmt.Errorf("writing the control file: %w", err)
+		}
+		data = nil
 	}
 	if err := r.track(c); err != nil {
 		return nil, err
 	}
-	res, err := r.wait(ctx, c, req.Argv, stdout, stderr)
+	res, err := r.wait(ctx, c, req.Argv, data, stdout, stderr)
 	if stopped := r.untrack(c); stopped != nil {
 		return nil, stopped
 	}
 	return res, err
 }
 
-func (r *runner) wait(ctx context.Context, c *container, argv []string, stdout, stderr io.Writer) (*Result, error) {
+// wait starts c, or sends it data when it was started ahead, and waits
+// (see start).
+func (r *runner) wait(ctx context.Context, c *container, argv []string, data []byte, stdout, stderr io.Writer) (*Result, error) {
 	lim := r.limits
 	c.out.setTarget(stdout)
 	c.errw.setTarget(stderr)
@@ -328,7 +434,11 @@ func (r *runner) wait(ctx context.Context, c *container, argv []string, stdout, 
 
 	res := &Result{Argv: argv}
 	start := time.Now()
-	if err := c.task.Start(cctx); err != nil {
+	if c.started {
+		if err := c.send(data); err != nil {
+			return nil, err
+		}
+	} else if err := c.task.Start(cctx); err != nil {
 		err = r.e.wrapContainerd("starting task "+c.id, err)
 		// A start refused because the task had already stopped (or is
 		// gone) ran nothing: the runtime opens the exec FIFO that lets

@@ -278,7 +278,7 @@ func (e *Executor) open(p *Policy, rec SessionRecord, st *store, l *mounts.Layou
 	if e.cfg.Cold {
 		depth = 0
 	}
-	s.pool = &pool{depth: depth, cap: e.warm, create: s.runner.create, destroy: s.runner.destroy}
+	s.pool = &pool{depth: depth, cap: e.warm, create: s.runner.createAhead, destroy: s.runner.destroy}
 	return s, nil
 }
 

@@ -2,10 +2,13 @@
 // static helper bound read-only into every container at InitPath.
 //
 // Every container's process is `InitPath CtlDir/<container id>`, fixed
-// when the container is created (possibly long before the call). Just
-// before the start, corral writes one Request to that control file, in
-// the session's control directory, which the container sees read-only at
-// CtlDir. corral-init reads it and, by its Mode, runs the tool as its
+// when the container is created (possibly long before the call). corral
+// hands it one Request through that control file, in the session's
+// control directory, which the container sees read-only at CtlDir: either
+// a regular file written just before the start, or, for a container
+// started ahead of its call, a FIFO that corral-init, started, waits on
+// (at most MaxWait) until corral opens it, writes the Request and closes
+// it. corral-init reads it and, by its Mode, runs the tool as its
 // child (Exec) or one file-tool operation in-process (FS, package
 // sandbox/fsop), in both cases under the Request's wall-clock deadline,
 // which corral-init holds itself as the container's PID 1: a supervisor
@@ -46,6 +49,13 @@ const MaxDeadline = 25 * time.Hour
 
 // MaxBytes bounds a control file.
 const MaxBytes = 4 << 20
+
+// MaxWait bounds how long a corral-init started ahead waits for its
+// Request on a FIFO; then it exits 125 without running anything. corral
+// never hands a request to a container that waited longer than its own
+// bound (30 minutes), so this only ends the idle containers of a
+// supervisor that died.
+const MaxWait = 35 * time.Minute
 
 // Mode says what corral-init does with a Request.
 type Mode string
