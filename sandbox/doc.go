@@ -75,23 +75,25 @@
 // control directory; it runs no tool and reads nothing from the
 // repository until the request comes through that FIFO, which only the
 // supervisor (root, on the host) can open for writing. What it costs is
-// memory and the pids it holds in the container's cgroup (and a tool
-// of the same session where Landlock is unavailable, which hides
-// /.corral from the tool elsewhere, could open a waiting container's FIFO
-// too and disturb that session's own next call, never another session's:
-// each session has its own control directory), and it counts
-// against the memory limit like the tool: an init killed while it waits
-// (the OOM killer, a kill) is the ENXIO case above. It waits at most
+// memory and pids in the container's cgroup, counted against its limits
+// like the tool's: an init killed while it waits (the OOM killer, a kill)
+// is the ENXIO case above. One exposure is new: where Landlock is
+// unavailable (it hides /.corral from the tool elsewhere), a tool could
+// open the FIFO of another container of its own session that waits, and
+// disturb that session's next call; never another session's, each
+// session having its own control directory. corral-init waits at most
 // initctl.MaxWait, so a dead supervisor's idle containers end themselves
-// (a sweep, which reaps them like any other, does not depend on it); the
-// pool never hands out one older than maxWarmAge, and every container's
-// deadline label counts maxWarmAge in. runsc 20221219 does not start
-// ahead: it connects a host FIFO only with --host-fifo=open, which would
-// connect the repository's FIFOs too. Every
-// container and lease is labelled with its owner's pid and start time and
-// a deadline, so a sweep reaps what a dead (or overdue) owner left: the
-// task through containerd before the record (a create the owner left in
-// flight is waited for), then shims whose record is gone (orphan_linux.go).
+// (the sweep, which reaps them like any other, does not depend on it);
+// the pool never hands out one older than maxWarmAge, and every
+// container's deadline label counts maxWarmAge in. runsc 20221219 does
+// not start ahead: it connects a host FIFO only with --host-fifo=open,
+// which would connect the repository's FIFOs too.
+//
+// Every container and lease is labelled with its owner's pid and start
+// time and a deadline, so a sweep reaps what a dead (or overdue) owner
+// left: the task through containerd before the record (a create the
+// owner left in flight is waited for), then shims whose record is gone
+// (orphan_linux.go).
 //
 // The spec, in the order STYLE.md gives (specOpts): default spec (a
 // private network namespace with only lo), read-only rootfs, the process,
