@@ -43,6 +43,7 @@ demo: setup build
 vet:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))" || { echo "gofmt needed:"; gofmt -l .; exit 1; }
 	$(GO) vet $(PKGS)
+	$(GO) vet -tags kube,kubepod ./integration/ ./integration/kube/
 
 # Unit tests need no daemon; integration tests (./integration) need root and
 # containerd and fail instead of skipping when CI=true. The isolation tests,

@@ -26,6 +26,8 @@ const (
 	TypeApplyRecovered = "apply_recovered"
 	TypeSessionLost    = "session_lost"
 	TypeSessionEnded   = "session_ended"
+	TypePatchRemoved   = "patch_removed"
+	TypePatchBudget    = "patch_budget"
 )
 
 // Decisions of an invocation.
@@ -143,6 +145,29 @@ type SessionEnded struct {
 	Error  string   `json:"error,omitempty"`
 }
 
+// PatchRemoved: the daemon removed a kept patch (Patch, of the session
+// the record is of, owned by Pod): Reason says why (past the daemon's
+// --kept-patch-retention, or removed by its owner or an admin).
+type PatchRemoved struct {
+	Reason string   `json:"reason"`
+	Pod    string   `json:"pod,omitempty"`
+	Patch  string   `json:"patch,omitempty"`
+	Files  []string `json:"files,omitempty"`
+}
+
+// PatchBudget: a session end that no one could be asked about (an idle
+// expiry, a deleted Pod) kept a patch that put its Owner over the
+// daemon's --max-kept-patch-bytes: Kept bytes kept against Budget. The
+// patch is kept; the owner may create no session until it is under.
+type PatchBudget struct {
+	Owner  string `json:"owner"`
+	Kept   int64  `json:"kept"`
+	Budget int64  `json:"budget"`
+	Patch  string `json:"patch,omitempty"`
+}
+
+func (*PatchRemoved) EventType() string   { return TypePatchRemoved }
+func (*PatchBudget) EventType() string    { return TypePatchBudget }
 func (*SessionCreated) EventType() string { return TypeSessionCreated }
 func (*SessionLost) EventType() string    { return TypeSessionLost }
 func (*SessionEnded) EventType() string   { return TypeSessionEnded }
@@ -177,6 +202,10 @@ func newEvent(t string) (Event, error) {
 		return &SessionLost{}, nil
 	case TypeSessionEnded:
 		return &SessionEnded{}, nil
+	case TypePatchRemoved:
+		return &PatchRemoved{}, nil
+	case TypePatchBudget:
+		return &PatchBudget{}, nil
 	}
 	return nil, fmt.Errorf("unknown audit event type %q", t)
 }

@@ -128,6 +128,7 @@ type caseState struct {
 	c       hostileCase
 	w       *taskWatcher
 	e       *sandbox.Executor
+	repos   string // the directory repositories are made in; "" = t.TempDir()
 	repo    string
 	tree    map[string]string // as built (after merging and notation)
 	page    string            // the page a "(page mode)" tree entry names
@@ -243,7 +244,7 @@ func (h *harness) repoFrom(tree, extra map[string]string) string {
 		files[k] = fmt.Sprintf("%s%s-%08x\n", secretMarker, h.c.ID, hs.Sum32())
 	}
 	h.tree = files
-	h.repo = newRepo(t, files)
+	h.repo = newRepoIn(t, h.repos, files)
 	// Scripts planted in the repository are executable, so that a noexec
 	// mount, not a missing bit, is what stops them.
 	for k, v := range files {

@@ -65,6 +65,19 @@ type casesConfig struct {
 	// of an executor in this process; "" means in process. Through a
 	// daemon only the cases' calls run (daemon_cases_test.go).
 	Daemon string
+	// Volume, with Daemon, runs the table as an agent Pod against its
+	// node's daemon in Pod mode: each repository is a directory of this
+	// Pod's volume and each session names it ({volume, subPath}); nil
+	// means repositories in temporary directories named by path.
+	Volume *caseVolume
+}
+
+// caseVolume is a volume of the Pod the table runs in.
+type caseVolume struct {
+	// Name is the volume's name in the Pod's spec.
+	Name string
+	// Dir is where it is mounted in the test's container.
+	Dir string
 }
 
 func (c casesConfig) executor(t *testing.T) *sandbox.Executor {
@@ -81,7 +94,7 @@ func runCases(t *testing.T, cfg casesConfig) {
 	cases := loadCases(t)
 	table := loadExpectations(t, cases, cfg.Runtime)
 	if cfg.Daemon != "" {
-		runCasesThroughDaemon(t, cfg.Daemon, cases, table)
+		runCasesThroughDaemon(t, cfg, cases, table)
 		return
 	}
 	e := cfg.executor(t)

@@ -7,16 +7,32 @@ package integration
 // naming argv[i]) with no task started, the same result for what runs.
 // The view, the box and the change-set checks of a case act on the
 // kernel side, which is the same container spec either way; they run in
-// process only (TestCases).
+// process only (TestCases). What the calls themselves wrote is checked
+// here: nothing out of the session's scope, and the table's change set
+// where the case's calls are all it runs.
+//
+// With casesConfig.Volume the table runs as an agent Pod against its
+// node's daemon in Pod mode (TestCasesInPod, daemon_cases_pod_test.go;
+// driven by integration/kube): each repository is a directory of the
+// Pod's own volume, each session names it {volume, subPath}, and the
+// cases run in parallel. A Pod reaches no containerd, so the task counts
+// the host checks from containerd's events ("a refusal started nothing",
+// "a call started exactly one task") become a ledger printed at the end
+// (startLedger): per session, the tasks its calls must have started (0
+// for the sessions that only refuse), which the outer test checks
+// against the node containerd's events.
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
+	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -43,15 +59,24 @@ func (x *expectation) hasCalls() bool {
 type daemonCases struct {
 	h        *harness
 	c        *client.Client
+	vol      *caseVolume       // the Pod's volume the repository is in (Pod mode)
+	ledger   *startLedger      // Pod mode: the task counts the outer test checks
 	sessions map[string]string // by key ("run-docs", "quiet-git", ...): session id
 	quiet    []string
 }
 
-// runCasesThroughDaemon is runCases through the daemon at sock.
-func runCasesThroughDaemon(t *testing.T, sock string, cases []hostileCase, table map[string]*expectation) {
-	e := testutil.Executor(t) // the repositories' oracle and the task watcher
-	w := watchTasks(t, e)
-	c := client.New(sock)
+// runCasesThroughDaemon is runCases through the daemon at cfg.Daemon.
+func runCasesThroughDaemon(t *testing.T, cfg casesConfig, cases []hostileCase, table map[string]*expectation) {
+	var e *sandbox.Executor
+	var w *taskWatcher
+	var ledger *startLedger
+	if cfg.Volume == nil {
+		e = testutil.Executor(t) // the task watcher and the containers' check
+		w = watchTasks(t, e)
+	} else {
+		ledger = newStartLedger(t)
+	}
+	c := client.New(cfg.Daemon)
 	t.Cleanup(func() { c.Close() })
 	ran := 0
 	for _, hc := range cases {
@@ -61,8 +86,13 @@ func runCasesThroughDaemon(t *testing.T, sock string, cases []hostileCase, table
 		}
 		ran++
 		t.Run(hc.ID, func(t *testing.T) {
+			if cfg.Volume != nil {
+				// Each case has its own repository and sessions; the
+				// ledger is the one thing they share.
+				t.Parallel()
+			}
 			if len(hc.Input.TreeVariants) == 0 {
-				newDaemonCases(t, c, newHarness(t, hc, w, e), hc.Input.Tree, x).calls(x)
+				newDaemonCases(t, c, cfg, ledger, newHarness(t, hc, w, e), hc.Input.Tree, x).calls(x)
 				return
 			}
 			for i, variant := range hc.Input.TreeVariants {
@@ -70,29 +100,40 @@ func runCasesThroughDaemon(t *testing.T, sock string, cases []hostileCase, table
 					continue // a session that must not start: in process only
 				}
 				t.Run(fmt.Sprintf("variant%d", i), func(t *testing.T) {
-					newDaemonCases(t, c, newHarness(t, hc, w, e), variant, x).calls(x)
+					newDaemonCases(t, c, cfg, ledger, newHarness(t, hc, w, e), variant, x).calls(x)
 				})
 			}
 		})
 	}
 	t.Logf("%d of %d cases make calls through the daemon", ran, len(cases))
+	require.NotZero(t, ran, "no case makes calls")
 }
 
-func newDaemonCases(t *testing.T, c *client.Client, h *harness, tree map[string]string, x *expectation) *daemonCases {
+func newDaemonCases(t *testing.T, c *client.Client, cfg casesConfig, ledger *startLedger, h *harness, tree map[string]string, x *expectation) *daemonCases {
+	if cfg.Volume != nil {
+		h.repos = cfg.Volume.Dir
+	}
 	h.repoFrom(tree, x.Repo)
-	d := &daemonCases{h: h, c: c, sessions: map[string]string{}}
+	d := &daemonCases{h: h, c: c, vol: cfg.Volume, ledger: ledger, sessions: map[string]string{}}
 	// Registered after the repository: runs first.
 	t.Cleanup(func() {
 		for _, id := range d.quiet {
 			d.requireNothingStarted(t, id)
 		}
-		for _, id := range d.sessions {
+		for key, id := range d.sessions {
+			if d.ledger != nil {
+				d.ledger.add(t.Name()+" "+key, id, h.starts[id])
+			}
 			_, err := c.DiscardSession(context.Background(), id)
 			require.NoError(t, err)
 		}
 	})
 	return d
 }
+
+// noGitInPod is why the git-profile calls of the table do not run from a
+// Pod.
+const noGitInPod = "git profile: in Pod mode a session names a built-in profile only (a profile file would be a node path), and no built-in profile offers git"
 
 // calls runs x's calls in the order phases does.
 func (d *daemonCases) calls(x *expectation) {
@@ -123,6 +164,45 @@ func (d *daemonCases) calls(x *expectation) {
 		key, _ := profileSession(h.t, a.Profile)
 		d.run(fmt.Sprintf("also%d", i), func(d *daemonCases) { d.invoke(key, a.Argv, a.Want) })
 	}
+	keys := make([]string, 0, len(d.sessions))
+	for k := range d.sessions {
+		if strings.HasPrefix(k, "run-") {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		d.run("changes:"+strings.TrimPrefix(k, "run-"), func(d *daemonCases) { d.changes(k, x) })
+	}
+}
+
+// changes: what the calls of session key wrote stays in the session's
+// write scope (openwiki/, the default) and is no violation; where the
+// case runs nothing but calls, the change set is the one the table gives.
+func (d *daemonCases) changes(key string, x *expectation) {
+	t := d.h.t
+	cs, err := d.c.Diff(context.Background(), d.sessions[key])
+	require.NoError(t, err)
+	require.Empty(t, cs.Violations, "the calls wrote what the session rejects")
+	var got []string
+	for _, c := range cs.Changes {
+		require.True(t, strings.HasPrefix(c.Path, "openwiki/"), "the calls wrote %s, outside the write scope openwiki/", c.Path)
+		got = append(got, c.Kind+" "+c.Path)
+	}
+	want, ok := x.Changes[strings.TrimPrefix(key, "run-")]
+	if !ok || len(x.Ops)+len(x.InBox)+len(x.Box) > 0 || x.Custom != "" {
+		return // the table's change set includes what runs in the box
+	}
+	if want.Summary != nil {
+		if len(*want.Summary) == 0 {
+			require.Empty(t, got)
+		} else {
+			require.Equal(t, *want.Summary, got)
+		}
+	}
+	for _, c := range want.NotInSummary {
+		require.NotContains(t, got, c)
+	}
 }
 
 // run runs fn as subtest name with the case's state.
@@ -144,6 +224,14 @@ func (d *daemonCases) session(key string, quiet bool) string {
 		return id
 	}
 	req := api.CreateSession{Repo: d.h.repo}
+	if d.vol != nil {
+		if strings.HasSuffix(key, "git") {
+			t.Skip(noGitInPod)
+		}
+		sub, err := filepath.Rel(d.vol.Dir, d.h.repo)
+		require.NoError(t, err)
+		req = api.CreateSession{Volume: &api.Volume{Name: d.vol.Name, SubPath: sub}}
+	}
 	if strings.HasSuffix(key, "git") {
 		doc, err := yaml.Marshal(gitProfile(t))
 		require.NoError(t, err)
@@ -165,9 +253,13 @@ func (d *daemonCases) session(key string, quiet bool) string {
 // requireNothingStarted: no call of session id ever ran. (A daemon makes
 // containers and their tasks ahead of calls, started on runc and crun, so
 // a created task is no call, nor is a started one whose corral-init runs
-// alone, waiting for a request.)
+// alone, waiting for a request.) In Pod mode the ledger holds it for the
+// outer test.
 func (d *daemonCases) requireNothingStarted(t *testing.T, id string) {
 	t.Helper()
+	if d.ledger != nil {
+		return
+	}
 	require.Zero(t, d.h.w.count(id, "exit"), "a task of session %s exited: a call ran", id)
 	ctx := d.h.e.Context(context.Background())
 	cs, err := d.h.e.Client().Containers(ctx, fmt.Sprintf("labels.%q==%s", sandbox.LabelSession, id))
@@ -275,12 +367,56 @@ func (d *daemonCases) refused(id string, argv []string, want outcome) {
 func (d *daemonCases) ran(id string, argv []string) *sandbox.Result {
 	h, t := d.h, d.h.t
 	t.Helper()
-	h.w.waitCount(t, id, "exit", h.starts[id])
+	if d.ledger == nil {
+		h.w.waitCount(t, id, "exit", h.starts[id])
+	}
 	res, err := d.c.Exec(context.Background(), id, argv, nil, nil)
 	require.NoError(t, err, "argv %q", clipArgv(argv))
 	h.starts[id]++
 	h.saw(string(res.Stdout), string(res.Stderr))
-	h.w.waitCount(t, id, "exit", h.starts[id])
+	if d.ledger == nil {
+		h.w.waitCount(t, id, "exit", h.starts[id])
+	}
 	return &sandbox.Result{Argv: res.Argv, ExitCode: res.ExitCode, Duration: time.Duration(res.DurationNS), LimitsHit: res.LimitsHit,
 		Stdout: res.Stdout, Stderr: res.Stderr, StdoutTruncated: res.StdoutTruncated, StderrTruncated: res.StderrTruncated}
+}
+
+// startLedger records, per daemon session of the table, how many tasks
+// its calls must have started (0 for a session that only refuses), and
+// prints them when the table ends, as one line for whoever watches the
+// daemon's containerd (a Pod cannot):
+//
+//	corral-cases-ledger: [{"case":"TestCasesInPod/CMD-01 quiet-docs","session":"…","starts":0}, …]
+type startLedger struct {
+	mu      sync.Mutex
+	entries []ledgerEntry
+}
+
+type ledgerEntry struct {
+	Case    string `json:"case"`
+	Session string `json:"session"`
+	Starts  int    `json:"starts"`
+}
+
+// ledgerPrefix starts the ledger's line on stdout.
+const ledgerPrefix = "corral-cases-ledger: "
+
+// newStartLedger returns a ledger printed when t ends (after its
+// subtests, parallel ones included).
+func newStartLedger(t *testing.T) *startLedger {
+	l := &startLedger{}
+	t.Cleanup(func() {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		b, err := json.Marshal(l.entries)
+		require.NoError(t, err)
+		fmt.Printf("\n%s%s\n", ledgerPrefix, b)
+	})
+	return l
+}
+
+func (l *startLedger) add(name, session string, starts int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.entries = append(l.entries, ledgerEntry{Case: name, Session: session, Starts: starts})
 }

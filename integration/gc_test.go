@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/containerd/containerd/api/services/tasks/v1"
 	containerd "github.com/containerd/containerd/v2/client"
+	"github.com/containerd/errdefs"
 	"github.com/corral-sandbox/corral/internal/testutil"
 	"github.com/corral-sandbox/corral/sandbox"
 	"github.com/moby/sys/mountinfo"
@@ -114,10 +114,17 @@ func TestGCAfterSupervisorKill(t *testing.T) {
 }
 
 func testGCAfterSupervisorKill(t *testing.T, rt testRuntime, mode string) {
-	e := rt.executor(t)
+	// A state directory of its own: what the child leaves is this gc's
+	// alone to sweep (another executor of the test binary's state
+	// directory starting, or a daemon's periodic sweep, would take the
+	// orphan first and report it in its own sweep).
+	state, err := os.MkdirTemp("", "corral-gc-it-")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = os.RemoveAll(state) })
+	e := rt.executor(t, func(cfg *sandbox.Config) { cfg.StateDir = state })
 	repo := hiddenRepo(t)
 	child := exec.Command(os.Args[0], "-test.run", "^TestCrashSupervisorChild$", "-test.count=1")
-	child.Env = append(os.Environ(), "CORRAL_IT_CRASH_REPO="+repo, "CORRAL_IT_STATE_DIR="+testutil.StateDir(t),
+	child.Env = append(os.Environ(), "CORRAL_IT_CRASH_REPO="+repo, "CORRAL_IT_STATE_DIR="+state,
 		"CORRAL_IT_CRASH_RUNTIME="+rt.name, "CORRAL_IT_CRASH_MODE="+strings.Replace(mode, "orphaned", "ahead", 1))
 	gate := ""
 	if mode == "creating" {
@@ -162,6 +169,9 @@ func testGCAfterSupervisorKill(t *testing.T, rt testRuntime, mode string) {
 		for _, c := range cs {
 			ids = append(ids, c.ID())
 			labels, err := c.Labels(ctx)
+			if errdefs.IsNotFound(err) {
+				continue // deleted since the listing
+			}
 			require.NoError(t, err)
 			if mode == "creating" {
 				// The target is the container whose create the gate holds.
@@ -197,8 +207,19 @@ func testGCAfterSupervisorKill(t *testing.T, rt testRuntime, mode string) {
 	if mode == "creating" {
 		_, err := e.Client().LoadContainer(ctx, running)
 		require.NoError(t, err)
-		task, err := e.Client().TaskService().Get(ctx, &tasks.GetRequest{ContainerID: running})
-		require.Error(t, err, "the create of %s is held: no task yet (%v)", running, task)
+		// The runtime's create of it is held in the gate (containerd may
+		// already list the task: it registers a shim before the shim's
+		// create returns).
+		held := false
+		procs, err := filepath.Glob("/proc/[0-9]*/cmdline")
+		require.NoError(t, err)
+		for _, p := range procs {
+			cmdline, err := os.ReadFile(p)
+			if err == nil && strings.Contains(string(cmdline), filepath.Join(gate, "runtime")) && strings.Contains(string(cmdline), running) {
+				held = true
+			}
+		}
+		require.True(t, held, "the create of %s is held in the gate", running)
 	}
 	if mode == "orphaned" {
 		// The record of a created container goes, its task stays (what a
@@ -207,6 +228,14 @@ func testGCAfterSupervisorKill(t *testing.T, rt testRuntime, mode string) {
 		// state and cgroups.
 		require.NoError(t, e.Client().ContainerService().Delete(ctx, running))
 		ids = append(ids, running)
+		// A corral of another state directory on the same namespace (its
+		// start sweeps, then its gc) leaves the orphan alone: only the
+		// spec ties a task without a record to its state directory.
+		other := testutil.ExecutorWith(t, func(cfg *sandbox.Config) { cfg.StateDir = t.TempDir() })
+		orep, err := other.GC(context.Background(), false)
+		require.NoError(t, err)
+		require.NotContains(t, orep.Containers, running, "another state directory's gc removed the orphan")
+		require.NotEmpty(t, runtimeLeftovers(t, rt, state, running), "the orphan after another state directory's gc")
 	}
 	// Every container the child made, the one being created included.
 	cs, err := e.Client().Containers(ctx, filter)
@@ -217,17 +246,18 @@ func testGCAfterSupervisorKill(t *testing.T, rt testRuntime, mode string) {
 		}
 	}
 
-	sessions := filepath.Join(testutil.StateDir(t), "sessions")
+	sessions := filepath.Join(state, "sessions")
 	left, err := mountinfo.GetMounts(mountinfo.PrefixFilter(sessions))
 	require.NoError(t, err)
 	require.NotEmpty(t, left, "the killed supervisor should have left its host mounts")
 
 	// The target is there before gc (a container whose create had not
 	// reached the runtime yet may have nothing outside containerd).
-	require.NotEmpty(t, runtimeLeftovers(t, rt, running), "the runtime's state and processes of %s before gc", running)
+	before := runtimeLeftovers(t, rt, state, running)
+	require.NotEmpty(t, before, "the runtime's state and processes of %s before gc", running)
 
 	// The crash may also take the FIFOs with it: gc must reap without them.
-	fifos, err := filepath.Glob(filepath.Join(testutil.StateDir(t), "fifo", "*", running+"-*"))
+	fifos, err := filepath.Glob(filepath.Join(state, "fifo", "*", running+"-*"))
 	require.NoError(t, err)
 	require.NotEmpty(t, fifos, "the child's FIFOs")
 	for _, f := range fifos {
@@ -244,7 +274,7 @@ func testGCAfterSupervisorKill(t *testing.T, rt testRuntime, mode string) {
 	}
 	rep, err := e.GC(context.Background(), false)
 	require.NoError(t, err)
-	require.Contains(t, rep.Containers, running)
+	require.Contains(t, rep.Containers, running, "gc's report: %+v; the target before gc: %q; after: %q", rep, before, runtimeLeftovers(t, rt, state, running))
 	require.NotEmpty(t, rep.Mounts)
 
 	cs, err = e.Client().Containers(ctx, filter)
@@ -256,7 +286,7 @@ func testGCAfterSupervisorKill(t *testing.T, rt testRuntime, mode string) {
 	// Every container's runtime state, cgroups and processes (shim,
 	// sandbox) are gone, a create in flight when the child died included.
 	for _, id := range ids {
-		require.Empty(t, runtimeLeftovers(t, rt, id), "left by %s after gc", rt.name)
+		require.Empty(t, runtimeLeftovers(t, rt, state, id), "left by %s after gc", rt.name)
 	}
 	for _, m := range left {
 		mounted, err := mountinfo.Mounted(m.Mountpoint)
@@ -283,10 +313,10 @@ func aheadStatus(t *testing.T, rt testRuntime) containerd.ProcessStatus {
 // of its state root (StateDir/<runtime>/<namespace>) naming id, its
 // cgroups, and processes whose command line names id (runsc's sandbox and
 // gofer; the shim).
-func runtimeLeftovers(t *testing.T, rt testRuntime, id string) []string {
+func runtimeLeftovers(t *testing.T, rt testRuntime, state, id string) []string {
 	t.Helper()
 	var left []string
-	root := filepath.Join(testutil.StateDir(t), rt.name, testutil.Namespace)
+	root := filepath.Join(state, rt.name, testutil.Namespace)
 	entries, _ := os.ReadDir(root)
 	for _, d := range entries {
 		if strings.Contains(d.Name(), id) {

@@ -103,7 +103,22 @@ func demoRepo(t *testing.T) string {
 // newRepo builds a repository from a declarative tree.
 func newRepo(t *testing.T, files map[string]string) string {
 	t.Helper()
-	dir := t.TempDir()
+	return newRepoIn(t, "", files)
+}
+
+// newRepoIn builds a repository from a declarative tree in a new
+// directory under parent ("" is t.TempDir()), removed when t ends.
+func newRepoIn(t *testing.T, parent string, files map[string]string) string {
+	t.Helper()
+	var dir string
+	if parent == "" {
+		dir = t.TempDir()
+	} else {
+		d, err := os.MkdirTemp(parent, "case-")
+		require.NoError(t, err)
+		t.Cleanup(func() { require.NoError(t, os.RemoveAll(d)) })
+		dir = d
+	}
 	require.NoError(t, os.Chmod(dir, 0o755))
 	testutil.Tree(t, dir, files)
 	return dir

@@ -122,7 +122,7 @@ func (rt testRuntime) enforces(t *testing.T) enforcement {
 }
 
 // executor is a test executor on this runtime, closed in t.Cleanup.
-func (rt testRuntime) executor(t *testing.T) *sandbox.Executor {
+func (rt testRuntime) executor(t *testing.T, opts ...func(*sandbox.Config)) *sandbox.Executor {
 	t.Helper()
 	info, err := sandbox.LookupRuntime(rt.name)
 	if err != nil {
@@ -133,7 +133,7 @@ func (rt testRuntime) executor(t *testing.T) *sandbox.Executor {
 			testutil.Missing(t, "runtime "+rt.name+": "+err.Error()+" (hack/setup.sh installs Debian's "+info.Package+")")
 		}
 	}
-	return testutil.ExecutorWith(t, func(cfg *sandbox.Config) { cfg.Runtime = rt.name })
+	return testutil.ExecutorWith(t, append([]func(*sandbox.Config){func(cfg *sandbox.Config) { cfg.Runtime = rt.name }}, opts...)...)
 }
 
 // session is newSession on this runtime.

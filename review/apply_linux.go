@@ -44,6 +44,14 @@ type Options struct {
 	Audit *audit.Logger
 	// Session names the session in audit events ("" for a patch file).
 	Session string
+	// RepoDev and RepoIno, when RepoIno is set, identify the repository
+	// directory the change set belongs to (the session's, pinned when it
+	// was made): the directory the repository path names must be that
+	// one, else nothing is read or written (errdefs.ErrPermissionDenied).
+	// A path swapped meanwhile for a symbolic link or another directory
+	// (by whoever may write its parent: in Pod mode the agent, in its own
+	// volume) never redirects the daemon, root, elsewhere.
+	RepoDev, RepoIno uint64
 }
 
 // hooks let tests stop or fail an apply between its steps; Apply uses
@@ -93,7 +101,7 @@ func Preview(repo string, cs *changeset.Set, scope allowlist.Scope, opts Options
 	if err != nil {
 		return nil, auditRefusal(opts, "review", err)
 	}
-	r, err := openRepo(repo)
+	r, err := openPinnedRepo(repo, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -229,7 +237,7 @@ func apply(repo string, cs *changeset.Set, scope allowlist.Scope, approvals []Ap
 			return nil, err
 		}
 	}
-	r, err := openRepo(repo)
+	r, err := openPinnedRepo(repo, opts)
 	if err != nil {
 		return nil, err
 	}

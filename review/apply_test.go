@@ -920,3 +920,35 @@ func BenchmarkApply(b *testing.B) {
 		}
 	}
 }
+
+// TestApplyPinnedRepo: with the repository's identity pinned
+// (Options.RepoDev, RepoIno: a session's), a path that now names another
+// directory — renamed away and replaced by a link to another repository,
+// as an agent may do in its own volume — is refused by Preview and Apply
+// alike, and nothing is written anywhere; the pinned directory itself
+// applies.
+func TestApplyPinnedRepo(t *testing.T) {
+	parent := t.TempDir()
+	repo := filepath.Join(parent, "repo")
+	require.NoError(t, os.Rename(newRepo(t), repo))
+	var st syscall.Stat_t
+	require.NoError(t, syscall.Stat(repo, &st))
+	pin := Options{Write: true, JournalDir: t.TempDir(), RepoDev: uint64(st.Dev), RepoIno: st.Ino}
+	other := newRepo(t)
+	before := snapshot(t, other)
+	require.NoError(t, os.Rename(repo, repo+".old"))
+	require.NoError(t, os.Symlink(other, repo))
+	cs := mixed()
+	_, err := Preview(repo, cs, dirScope, pin)
+	require.ErrorIs(t, err, errdefs.ErrPermissionDenied)
+	require.ErrorContains(t, err, "not the directory the session was made on")
+	_, err = Apply(repo, cs, dirScope, approveAll(t, cs, dirScope), pin)
+	require.ErrorIs(t, err, errdefs.ErrPermissionDenied)
+	assert.Equal(t, before, snapshot(t, other), "nothing written through the link")
+
+	require.NoError(t, os.Remove(repo))
+	require.NoError(t, os.Rename(repo+".old", repo))
+	rep, err := Apply(repo, cs, dirScope, approveAll(t, cs, dirScope), pin)
+	require.NoError(t, err)
+	assert.Len(t, rep.Written, 3)
+}

@@ -58,6 +58,27 @@ func openRepo(repo string) (*repoFS, error) {
 	return &repoFS{path: repo, root: root, dirs: map[string]*dirFD{}}, nil
 }
 
+// openPinnedRepo is openRepo, then checks that the directory opened is
+// the one opts pins (Options.RepoDev, RepoIno; none pinned: any). Every
+// later step works below that descriptor, so the check holds for the
+// whole apply.
+func openPinnedRepo(repo string, opts Options) (*repoFS, error) {
+	r, err := openRepo(repo)
+	if err != nil || opts.RepoIno == 0 {
+		return r, err
+	}
+	st, err := r.root.Fstat()
+	if err != nil {
+		r.close()
+		return nil, fmt.Errorf("opening repository %q: %w", repo, err)
+	}
+	if uint64(st.Dev) != opts.RepoDev || st.Ino != opts.RepoIno {
+		r.close()
+		return nil, fmt.Errorf("repository %q: %w: not the directory the session was made on (the path was swapped for another directory or a link since); nothing read or written", repo, errdefs.ErrPermissionDenied)
+	}
+	return r, nil
+}
+
 func (r *repoFS) close() {
 	for _, d := range r.dirs {
 		d.dir.Close()

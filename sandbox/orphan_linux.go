@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -109,9 +110,13 @@ func (e *Executor) settleCreate(ctx context.Context, c containerd.Container) (co
 }
 
 // sweepOrphanShims removes the tasks whose container record is gone: the
-// shims of this namespace serving a corral-* container no record names.
-// No live process can own one (a container's record is made before its
-// task and deleted after it). Each goes the way containerd's own
+// shims of this namespace serving a corral-* container no record names,
+// whose bundle's spec binds a path of this executor's state directory
+// (ownedBy) or whose bundle is gone (bundleGone): the record and its
+// labels are gone, and another state directory's corral (another
+// daemon, a test run, another version) on the same namespace sweeps its
+// own. No live process can own one (a
+// container's record is made before its task and deleted after it). Each goes the way containerd's own
 // cleanup of a dead shim goes: through containerd when it still holds
 // the task (a record of the same id is made again so the task API
 // reaches it: kill, delete, then the record), else through the shim's
@@ -125,7 +130,14 @@ func (e *Executor) sweepOrphanShims(ctx context.Context) ([]string, error) {
 		if _, err := e.client.LoadContainer(ctx, id); err == nil || !errdefs.IsNotFound(err) {
 			continue
 		}
-		if err := e.removeOrphan(ctx, id, shims); err != nil {
+		spec, err := bundleSpec(shims[0].bundle)
+		switch {
+		case err == nil && !ownedBy(spec, e.cfg.StateDir):
+			continue // another state directory's
+		case err != nil && !bundleGone(shims[0].bundle):
+			continue // unreadable: not known to be this one's
+		}
+		if err := e.removeOrphan(ctx, id, shims, spec); err != nil {
 			errs = append(errs, fmt.Errorf("removing the orphan task %s: %w", id, err))
 			continue
 		}
@@ -134,13 +146,19 @@ func (e *Executor) sweepOrphanShims(ctx context.Context) ([]string, error) {
 	return removed, errors.Join(errs...)
 }
 
-func (e *Executor) removeOrphan(ctx context.Context, id string, shims []shimProc) error {
-	viaContainerd := false
-	if c, err := e.recreateRecord(ctx, id, shims[0].bundle); err == nil {
+// removeOrphan removes the task of container id, served by shims, whose
+// record is gone; spec is its bundle's, nil when the bundle is gone (then
+// the shims are only killed: nothing is left for containerd or the
+// shim's delete to work on).
+func (e *Executor) removeOrphan(ctx context.Context, id string, shims []shimProc, spec *specs.Spec) error {
+	shimDeleteDone := spec == nil
+	if spec == nil {
+		// Nothing to recreate a record from.
+	} else if c, err := e.recreateRecord(ctx, id, spec); err == nil {
 		if task, err := c.Task(ctx, nil); err == nil {
 			_ = task.Kill(ctx, syscall.SIGKILL, containerd.WithKillAll)
 			if _, err := task.Delete(ctx, containerd.WithProcessKill); err == nil || errdefs.IsNotFound(err) {
-				viaContainerd = true
+				shimDeleteDone = true // containerd ran it
 			}
 		}
 		if err := c.Delete(ctx); err != nil && !errdefs.IsNotFound(err) {
@@ -148,7 +166,7 @@ func (e *Executor) removeOrphan(ctx context.Context, id string, shims []shimProc
 		}
 	}
 	for _, sp := range shims {
-		if !viaContainerd && sp.exe != "" && sp.bundle != "" {
+		if !shimDeleteDone && sp.exe != "" && sp.bundle != "" {
 			// The shim binary's delete action (containerd's cleanup of
 			// a bundle whose shim died): runs with the bundle as its
 			// working directory and the shim's own flags.
@@ -173,19 +191,56 @@ func (e *Executor) removeOrphan(ctx context.Context, id string, shims []shimProc
 	return nil
 }
 
-// recreateRecord makes a container record named id again, with the spec
-// of the bundle (config.json) and this executor's runtime, so that the
-// task API reaches the task containerd still holds.
-func (e *Executor) recreateRecord(ctx context.Context, id, bundle string) (containerd.Container, error) {
-	var spec specs.Spec
+// bundleSpec reads the OCI spec of a task's bundle (its config.json,
+// written by containerd from the container's record).
+func bundleSpec(bundle string) (*specs.Spec, error) {
 	data, err := os.ReadFile(filepath.Join(bundle, "config.json"))
-	if err == nil {
-		err = json.Unmarshal(data, &spec)
-	}
 	if err != nil {
 		return nil, err
 	}
-	anySpec, err := typeurl.MarshalAny(&spec)
+	var spec specs.Spec
+	if err := json.Unmarshal(data, &spec); err != nil {
+		return nil, fmt.Errorf("%s: %w", filepath.Join(bundle, "config.json"), err)
+	}
+	return &spec, nil
+}
+
+// bundleGone reports whether a shim's bundle (its working directory,
+// as /proc/PID/cwd reads) was deleted: containerd removes it when it
+// cleans up after a shim that stopped answering, and such a shim serves
+// no task any corral could own.
+func bundleGone(bundle string) bool {
+	if bundle == "" || strings.HasSuffix(bundle, " (deleted)") {
+		return true
+	}
+	_, err := os.Stat(bundle)
+	return errors.Is(err, fs.ErrNotExist)
+}
+
+// ownedBy reports whether spec is of a container made by a corral of
+// stateDir: one of its mounts binds a path beneath stateDir (every
+// corral container binds its session's control directory and
+// corral-init from there).
+func ownedBy(spec *specs.Spec, stateDir string) bool {
+	if stateDir == "" {
+		return false
+	}
+	for _, m := range spec.Mounts {
+		if !filepath.IsAbs(m.Source) {
+			continue
+		}
+		if rel, err := filepath.Rel(stateDir, m.Source); err == nil && rel != ".." && !strings.HasPrefix(rel, "../") {
+			return true
+		}
+	}
+	return false
+}
+
+// recreateRecord makes a container record named id again, with spec (its
+// bundle's) and this executor's runtime, so that the task API reaches the
+// task containerd still holds.
+func (e *Executor) recreateRecord(ctx context.Context, id string, spec *specs.Spec) (containerd.Container, error) {
+	anySpec, err := typeurl.MarshalAny(spec)
 	if err != nil {
 		return nil, err
 	}

@@ -1,8 +1,10 @@
 package sandbox
 
 import (
+	"path/filepath"
 	"testing"
 
+	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"github.com/stretchr/testify/require"
 )
 
@@ -11,4 +13,30 @@ func TestShimFlags(t *testing.T) {
 	require.Equal(t, []string{"-namespace", "corral", "-id", "corral-a-1", "-address", "/run/c.sock"}, shimFlags(args))
 	require.Empty(t, shimFlags(args[:1]))
 	require.Equal(t, []string{"-namespace", "corral"}, shimFlags([]string{"shim", "-namespace", "corral", "start"}))
+}
+
+func TestOwnedBy(t *testing.T) {
+	spec := func(sources ...string) *specs.Spec {
+		s := &specs.Spec{}
+		for _, src := range sources {
+			s.Mounts = append(s.Mounts, specs.Mount{Source: src})
+		}
+		return s
+	}
+	state := "/var/lib/corral"
+	require.True(t, ownedBy(spec("proc", "/var/lib/corral/sessions/a/ctl"), state))
+	require.True(t, ownedBy(spec("/var/lib/corral/init/sha"), state+"/"))
+	require.False(t, ownedBy(spec("/var/lib/corral2/sessions/a/ctl"), state), "a sibling with the same prefix")
+	require.False(t, ownedBy(spec("/var/lib", "/var/lib/corral/../other/x"), state))
+	require.False(t, ownedBy(spec("sessions/a", "proc"), state), "relative sources")
+	require.False(t, ownedBy(spec("/var/lib/corral/x"), ""), "no state directory")
+	require.False(t, ownedBy(spec(), state))
+}
+
+func TestBundleGone(t *testing.T) {
+	dir := t.TempDir()
+	require.False(t, bundleGone(dir))
+	require.True(t, bundleGone(dir+" (deleted)"), "/proc/PID/cwd of a removed directory")
+	require.True(t, bundleGone(filepath.Join(dir, "missing")))
+	require.True(t, bundleGone(""))
 }

@@ -21,7 +21,12 @@ var configFlags = map[string]string{
 	"image":                   config.KeyImage,
 	"log-level":               config.KeyLogLevel,
 	"allow-foreign-namespace": config.KeyAllowForeignNamespace,
-	"kubelet-root":            config.KeyKubeletRoot,  // the daemon's --kubelet-root (Pod mode)
+	"kubelet-root":            config.KeyKubeletRoot, // the daemon's --kubelet-root (Pod mode)
+	"max-sessions":            config.KeyMaxSessions, // the daemon's caps (as kubelet-root: daemon flags read through the config)
+	"max-memory":              config.KeyMaxMemory,
+	"max-connections":         config.KeyMaxConnections,
+	"max-kept-patch-bytes":    config.KeyMaxKeptPatchBytes,
+	"kept-patch-retention":    config.KeyKeptPatchRetention,
 	"daemon":                  config.KeyDaemonSocket, // the daemon client's --daemon SOCKET, where it exists
 }
 

@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"time"
 
+	"github.com/corral-sandbox/corral/internal/config"
 	"github.com/corral-sandbox/corral/internal/daemon"
 	"github.com/corral-sandbox/corral/sandbox"
 	"github.com/corral-sandbox/corral/sandbox/api"
@@ -17,7 +18,7 @@ func newDaemonCommand(g *globalFlags) *cobra.Command {
 	cfg := daemon.Config{}
 	var maxWarm int
 	cmd := &cobra.Command{
-		Use:   "daemon [--socket PATH] [--admin-group NAME] [--max-running N] [--queue-wait DUR] [--max-warm N] [--kubelet-root DIR]",
+		Use:   "daemon [--socket PATH] [--admin-group NAME] [--max-running N] [--queue-wait DUR] [--max-memory SIZE] [--max-sessions N] [--max-warm N] [--kubelet-root DIR]",
 		Short: "Own every session of the state directory and serve the API on a unix socket",
 		Long: `Runs corral's long-lived owner: one process per state directory (a second
 one on the same directory refuses to start), serving the HTTP/JSON API
@@ -28,8 +29,12 @@ At start it finishes or rolls back interrupted applies, removes the
 containers, leases and mounts a crash left, and re-adopts every persistent
 session of the state directory. A session belongs to the uid that created
 it (SO_PEERCRED); other uids get 404 for it, root and members of
---admin-group see every session. Over --max-running calls at once, a call
-waits up to --queue-wait, then gets 429 busy.
+--admin-group see every session. Over --max-running calls at once, or
+when the memory limits of the calls running would pass --max-memory, a
+call waits up to --queue-wait, then gets 429 busy. Creating a session
+takes a slot of --max-running too. Over --max-sessions (every owner's) or
+--max-sessions-per-uid (one owner's) a creation gets 422; over
+--max-connections a new connection gets 503 and is closed.
 
 --kubelet-root DIR (Pod mode, for a DaemonSet): a caller is identified by
 its Pod (its process's cgroup names the Pod's UID) and owns its sessions as
@@ -62,6 +67,12 @@ docs/daemon.md.`,
 			}
 			cfg.StateDir, cfg.Version, cfg.Log = g.stateDir, sandbox.Version(), log
 			cfg.KubeletRoot = g.cfg.KubeletRoot // --kubelet-root, $CORRAL_KUBELET_ROOT, config kubelet_root
+			// --max-sessions, --max-memory, --max-connections: also
+			// CORRAL_MAX_* and config max_*.
+			cfg.MaxSessions, cfg.MaxMemory, cfg.MaxConnections = g.cfg.MaxSessions, g.cfg.MaxMemory, g.cfg.MaxConnections
+			// --max-kept-patch-bytes, --kept-patch-retention: also
+			// CORRAL_* and config keys.
+			cfg.MaxKeptPatchBytes, cfg.KeptPatchRetention = g.cfg.MaxKeptPatchBytes, g.cfg.KeptPatchRetention
 			sc := g.config(log)
 			sc.Log = g.progress(log, defaultDaemonLevel) // a long-lived process says what it does
 			sc.Cold, sc.MaxWarm = maxWarm == 0, maxWarm
@@ -88,7 +99,12 @@ docs/daemon.md.`,
 	f.IntVar(&cfg.MaxRunning, "max-running", max(4, 2*runtime.NumCPU()), "calls running a container at once, host-wide")
 	f.DurationVar(&cfg.QueueWait, "queue-wait", 30*time.Second, "how long a call over --max-running waits for a slot before 429 busy")
 	f.IntVar(&maxWarm, "max-warm", sandbox.DefaultMaxWarm, "containers created ahead of calls, host-wide; each session keeps its profile's pool_depth (default 2) under it; 0 creates each on its call")
-	f.IntVar(&cfg.MaxSessionsPerUID, "max-sessions-per-uid", daemon.DefaultMaxSessionsPerUID, "sessions one uid other than root may hold at once; 0 for no cap")
+	f.IntVar(&cfg.MaxSessionsPerUID, "max-sessions-per-uid", daemon.DefaultMaxSessionsPerUID, "sessions one uid other than root may hold at once (in Pod mode: one Pod); 0 for no cap")
+	f.String("max-sessions", "", "sessions the daemon holds at once, every owner's together, root's included ($CORRAL_MAX_SESSIONS, config max_sessions; default 0: no cap)")
+	f.String("max-memory", "", "cap on the memory limits of the calls running at once, e.g. 8GiB: each call reserves its profile's resources.memory, and over the cap waits as over --max-running ($CORRAL_MAX_MEMORY, config max_memory; default 0: no cap)")
+	f.String("max-connections", "", fmt.Sprintf("connections open at once; over it a connection is answered 503 and closed ($CORRAL_MAX_CONNECTIONS, config max_connections; default %d)", daemon.DefaultMaxConnections))
+	f.String("max-kept-patch-bytes", "", "Pod mode: bytes of kept patches one Pod may hold on the node, e.g. 256MiB: a DELETE without discard over it is refused (422), and a Pod an idle expiry left over it may create no session until it removes kept patches (DELETE /v1/patches/ID) ($CORRAL_MAX_KEPT_PATCH_BYTES, config max_kept_patch_bytes; default "+config.DefaultMaxKeptPatchBytes+"; 0: no cap)")
+	f.String("kept-patch-retention", "", "Pod mode: how long an ended session's kept patch stays on the node before the daemon removes it (audited) ($CORRAL_KEPT_PATCH_RETENTION, config kept_patch_retention; default "+config.DefaultKeptPatchRetention+"; 0: for ever)")
 	f.DurationVar(&cfg.Grace, "grace", 30*time.Second, "on SIGTERM, how long calls in flight may finish before they are canceled")
 	f.String("kubelet-root", "", "Pod mode: the kubelet's root directory on this node (e.g. /var/lib/kubelet); callers are identified by their Pod, and a session's repository is one of the calling Pod's own volumes ($CORRAL_KUBELET_ROOT, config kubelet_root; default off)")
 	f.DurationVar(&cfg.IdleTTL, "idle-ttl", 24*time.Hour, "idle TTL of a session whose request names none: the profile's idle_ttl, shortened to this (docs/daemon.md, Idle sessions)")

@@ -63,7 +63,7 @@ func TestErrorLines(t *testing.T) {
 		{"two operands", []string{"check", "--repo", repo, "--", "diff", "a"},
 			`corral: refused (ARG): diff needs at least 2 operands`},
 		{"unknown config key", []string{"check", "--config", conf, "--repo", repo, "--", "cat", "a"},
-			`corral: {dir}/config.yaml:2: unknown key "state-dir" (known: address, allow_foreign_namespace, daemon_socket, image, kubelet_root, log_level, namespace, runtime, state_dir)`},
+			`corral: {dir}/config.yaml:2: unknown key "state-dir" (known: address, allow_foreign_namespace, daemon_socket, image, kept_patch_retention, kubelet_root, log_level, max_connections, max_kept_patch_bytes, max_memory, max_sessions, namespace, runtime, state_dir)`},
 		{"Docker's namespace", []string{"gc", "--namespace", "moby"},
 			`corral: namespace "moby" (flag --namespace): it is Docker's, and corral's containers would mix with that engine's, which manages them as its own; use corral's own (default "corral"), or pass --allow-foreign-namespace (config allow_foreign_namespace: true) if you mean it`},
 		{"unknown profile", []string{"check", "--repo", repo, "--profile", "nope", "--", "cat", "a"},

@@ -11,19 +11,21 @@ import (
 )
 
 // newPatchesCommand is `corral patches`: the change sets a daemon in Pod
-// mode kept when a deleted Pod's sessions ended (GET /v1/patches).
+// mode kept when Pods' sessions ended without discard (GET /v1/patches).
 func newPatchesCommand(g *globalFlags) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "patches",
-		Short: "Pod mode: the change sets kept when a deleted Pod's sessions ended (the daemon's admins)",
-		Long: `A daemon in Pod mode (corral daemon --kubelet-root) ends a Pod's sessions
-when the Pod is deleted and keeps each change set as a patch on the node
+		Short: "Pod mode: the change sets kept when Pods' sessions ended without discard",
+		Long: `A daemon in Pod mode (corral daemon --kubelet-root) keeps the change set
+of a Pod's session that ends without discard (its removal, its idle TTL,
+the Pod's deletion) as a patch on the node
 (STATE-DIR/patches/POD-UID/SESSION-ID.patch). 'patches ls' lists them,
-'patches show ID' prints one. Only the daemon's admins may: root on the
-node, or a process in the daemon's own Pod (kubectl exec). See
-docs/daemon.md.`,
+'patches show ID' prints one, 'patches rm ID' removes one (freeing the
+Pod's --max-kept-patch-bytes budget). The daemon's admins (root on the
+node, or a process in the daemon's own Pod) reach every one; a Pod its
+own. See docs/daemon.md, "Kept patches".`,
 	}
-	cmd.AddCommand(newPatchesLsCommand(g), newPatchesShowCommand(g))
+	cmd.AddCommand(newPatchesLsCommand(g), newPatchesShowCommand(g), newPatchesRmCommand(g))
 	return cmd
 }
 
@@ -44,7 +46,7 @@ func newPatchesLsCommand(g *globalFlags) *cobra.Command {
 	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "ls",
-		Short: "List the patches kept for deleted Pods' sessions, oldest first",
+		Short: "List the kept patches you may see, oldest first",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c, err := patchesClient(cmd, g)
@@ -79,9 +81,35 @@ func newPatchesLsCommand(g *globalFlags) *cobra.Command {
 }
 
 func newPatchesShowCommand(g *globalFlags) *cobra.Command {
+	return onePatchCommand(g, "show ID", "Print a kept patch (a git-style unified patch)",
+		func(cmd *cobra.Command, c *client.Client, id string) error {
+			patch, err := c.PodPatch(cmd.Context(), id)
+			if err != nil {
+				return &exitError{code: exitFailed, err: err}
+			}
+			_, err = cmd.OutOrStdout().Write(patch)
+			return err
+		})
+}
+
+func newPatchesRmCommand(g *globalFlags) *cobra.Command {
+	return onePatchCommand(g, "rm ID", "Remove a kept patch and its record (audited)",
+		func(cmd *cobra.Command, c *client.Client, id string) error {
+			rm, err := c.RemovePatch(cmd.Context(), id)
+			if err != nil {
+				return &exitError{code: exitFailed, err: err}
+			}
+			_, err = fmt.Fprintf(cmd.OutOrStdout(), "removed kept patch %s (%s)\n", rm.Removed, orNonePath(rm.Patch))
+			return err
+		})
+}
+
+// onePatchCommand is a `patches` subcommand on the kept patch named by its
+// one argument: run gets the daemon's client (closed after it) and the ID.
+func onePatchCommand(g *globalFlags, use, short string, run func(cmd *cobra.Command, c *client.Client, id string) error) *cobra.Command {
 	return &cobra.Command{
-		Use:   "show ID",
-		Short: "Print a kept patch (a git-style unified patch)",
+		Use:   use,
+		Short: short,
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := patchesClient(cmd, g)
@@ -89,12 +117,14 @@ func newPatchesShowCommand(g *globalFlags) *cobra.Command {
 				return err
 			}
 			defer c.Close()
-			patch, err := c.PodPatch(cmd.Context(), args[0])
-			if err != nil {
-				return &exitError{code: exitFailed, err: err}
-			}
-			_, err = cmd.OutOrStdout().Write(patch)
-			return err
+			return run(cmd, c, args[0])
 		},
 	}
+}
+
+func orNonePath(p string) string {
+	if p == "" {
+		return "no file"
+	}
+	return p
 }

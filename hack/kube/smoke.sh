@@ -5,11 +5,11 @@
 # `kubectl apply --dry-run=server --validate=strict`, down with nothing left.
 # Prints each phase's time and the cluster's memory; exits non-zero on the
 # first failure (the logs are kept in $CORRAL_KUBE_ARTIFACTS, default
-# /tmp/corral-kube-smoke, on failure).
+# /tmp/<state dir's name>-smoke, e.g. /tmp/corral-kube-smoke, on failure).
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 cluster=$here/cluster.sh
-artifacts=${CORRAL_KUBE_ARTIFACTS:-/tmp/corral-kube-smoke}
+artifacts=${CORRAL_KUBE_ARTIFACTS:-/tmp/$(basename "${CORRAL_KUBE_STATE:-/var/tmp/corral-kube}")-smoke}
 k() { "$cluster" kubectl "$@"; }
 
 declare -a report

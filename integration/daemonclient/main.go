@@ -74,6 +74,10 @@ func main() {
 		res, err = c.Diff(ctx, args[0])
 	case "remove":
 		res, err = c.RemoveSession(ctx, args[0])
+	case "discard":
+		res, err = c.DiscardSession(ctx, args[0])
+	case "rmpatch":
+		res, err = c.RemovePatch(ctx, args[0])
 	case "exec":
 		res, err = c.Exec(ctx, args[0], args[1:], nil, nil)
 	case "stream":

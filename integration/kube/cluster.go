@@ -120,6 +120,12 @@ func (c *Cluster) Kubectl(ctx context.Context, stdin io.Reader, args ...string) 
 	argv := append([]string{"--net=" + c.NetNS, "--", "kubectl", "--kubeconfig", c.Kubeconfig}, args...)
 	var o, e bytes.Buffer
 	cmd := exec.CommandContext(ctx, "nsenter", argv...)
+	// kubectl's WebSocket exec client (the default since 1.31) can start
+	// reading before it has made its stdout stream and then drops the
+	// command's output ("Unknown stream id 1, discarding message"); the fix,
+	// kubernetes PR 131203, is not in every packaged kubectl (Debian's 1.32
+	// lacks it). The SPDY client has no such race.
+	cmd.Env = append(os.Environ(), "KUBECTL_REMOTE_COMMAND_WEBSOCKETS=false")
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, &o, &e
 	if err := cmd.Run(); err != nil {
 		return o.String(), e.String(), fmt.Errorf("kubectl %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(e.String()))

@@ -38,7 +38,9 @@ func run(m *testing.M) int {
 	if started && os.Getenv("CORRAL_KUBE_KEEP") == "" {
 		keep := ""
 		if code != 0 {
-			keep = filepath.Join(os.TempDir(), "corral-kube-logs")
+			// Named after the state directory, so that two clusters on
+			// one machine (CORRAL_KUBE_STATE) keep their logs apart.
+			keep = filepath.Join(os.TempDir(), filepath.Base(c.State)+"-logs")
 			fmt.Fprintf(os.Stderr, "cluster logs kept in %s\n", keep)
 		}
 		if err := c.Down(ctx, keep, os.Stderr); err != nil {

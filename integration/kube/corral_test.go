@@ -150,20 +150,7 @@ func waitSocket(ctx context.Context) error {
 // where the daemon's image builder looks for them.
 func toolFiles(ctx context.Context, daemon string) ([]string, error) {
 	spec := sandbox.DefaultImageSpec()
-	seen := map[string]bool{}
-	var files []string
-	add := func(src, dst string) error {
-		if seen[dst] {
-			return nil
-		}
-		seen[dst] = true
-		real, err := filepath.EvalSymlinks(src)
-		if err != nil {
-			return err
-		}
-		files = append(files, real+"="+dst)
-		return nil
-	}
+	f := imageFiles{seen: map[string]bool{}}
 	names := append([]string{daemon}, spec.Tools...)
 	for i, name := range append(names, spec.Optional...) {
 		p, err := exec.LookPath(name)
@@ -177,30 +164,60 @@ func toolFiles(ctx context.Context, daemon string) ([]string, error) {
 		if i == 0 {
 			dst = "/usr/local/bin/corral"
 		}
-		if err := add(p, dst); err != nil {
+		if err := f.program(ctx, p, dst); err != nil {
 			return nil, err
 		}
-		out, err := exec.CommandContext(ctx, "ldd", p).Output()
-		if err != nil {
-			continue // static
-		}
-		sc := bufio.NewScanner(strings.NewReader(string(out)))
-		for sc.Scan() {
-			for _, f := range strings.Fields(sc.Text()) {
-				if !strings.HasPrefix(f, "/") {
-					continue
-				}
-				dst := f
-				if strings.HasPrefix(f, "/lib/") {
-					dst = "/usr" + f
-				}
-				if err := add(f, dst); err != nil {
-					return nil, err
-				}
+	}
+	return f.args, nil
+}
+
+// imageFiles collects kube-mkimage SRC=DEST arguments, each destination
+// once.
+type imageFiles struct {
+	seen map[string]bool
+	args []string
+}
+
+func (f *imageFiles) add(src, dst string) error {
+	if f.seen[dst] {
+		return nil
+	}
+	f.seen[dst] = true
+	real, err := filepath.EvalSymlinks(src)
+	if err != nil {
+		return err
+	}
+	f.args = append(f.args, real+"="+dst)
+	return nil
+}
+
+// program adds the host program p as dst with the shared libraries ldd
+// lists for it (those under /lib as /usr/lib, where the image's loader
+// finds them); a static program comes alone.
+func (f *imageFiles) program(ctx context.Context, p, dst string) error {
+	if err := f.add(p, dst); err != nil {
+		return err
+	}
+	out, err := exec.CommandContext(ctx, "ldd", p).Output()
+	if err != nil {
+		return nil // static
+	}
+	sc := bufio.NewScanner(strings.NewReader(string(out)))
+	for sc.Scan() {
+		for _, lib := range strings.Fields(sc.Text()) {
+			if !strings.HasPrefix(lib, "/") {
+				continue
+			}
+			dst := lib
+			if strings.HasPrefix(lib, "/lib/") {
+				dst = "/usr" + lib
+			}
+			if err := f.add(lib, dst); err != nil {
+				return err
 			}
 		}
 	}
-	return files, nil
+	return nil
 }
 
 // onNode returns a command that runs argv as root on the node: in its
@@ -254,23 +271,37 @@ func TestAgentPodPolicy(t *testing.T) {
 	for _, tc := range []struct {
 		name, old, new, want string
 		ok                   bool
+		old2, new2           string // a second replacement, if any
 	}{
-		{"example", "", "", `pod/agent created \(server dry run\)`, true},
+		{"example", "", "", `pod/agent created \(server dry run\)`, true, "", ""},
 		{"another hostPath", "  - name: tmp\n    emptyDir: {sizeLimit: 64Mi}",
 			"  - name: tmp\n    hostPath: {path: /var/lib/kubelet/pods}",
-			denied("agent Pods may mount one hostPath: /run/corral (the corral daemon's socket directory)"), false},
+			denied("agent Pods may mount one hostPath: /run/corral (the corral daemon's socket directory)"), false, "", ""},
 		{"socket directory writable", "mountPath: /run/corral, readOnly: true", "mountPath: /run/corral",
-			denied("agent Pods must mount /run/corral readOnly, without mount propagation"), false},
+			denied("agent Pods must mount /run/corral readOnly, without mount propagation"), false, "", ""},
 		{"privileged", "allowPrivilegeEscalation: false\n", "privileged: true\n",
-			denied("agent Pods may not run privileged containers"), false},
+			denied("agent Pods may not run privileged containers"), false, "", ""},
 		{"capabilities kept", "capabilities: {drop: [ALL]}", "capabilities: {drop: [NET_RAW]}",
-			denied("agent Pods' containers must drop ALL capabilities (and add none but NET_BIND_SERVICE)"), false},
+			denied("agent Pods' containers must drop ALL capabilities (and add none but NET_BIND_SERVICE)"), false, "", ""},
 		{"root", "runAsUser: 1000", "runAsUser: 0",
-			denied("agent Pods must run as non-root (runAsNonRoot: true, runAsUser not 0)"), false},
+			denied("agent Pods must run as non-root (runAsNonRoot: true, runAsUser not 0)"), false, "", ""},
 		{"hostPID", "  enableServiceLinks: false\n", "  enableServiceLinks: false\n  hostPID: true\n",
-			denied("agent Pods may not use the node's network, PID or IPC namespace"), false},
+			denied("agent Pods may not use the node's network, PID or IPC namespace"), false, "", ""},
 		{"no seccomp", "    seccompProfile: {type: RuntimeDefault}\n", "",
-			denied("agent Pods must use the RuntimeDefault or a Localhost seccomp profile"), false},
+			denied("agent Pods must use the RuntimeDefault or a Localhost seccomp profile"), false, "", ""},
+		{"AppArmor unconfined", "readOnlyRootFilesystem: true", "readOnlyRootFilesystem: true\n      appArmorProfile: {type: Unconfined}",
+			denied("agent Pods may not run unconfined by AppArmor"), false, "", ""},
+		{"AppArmor unconfined by annotation", "  namespace: corral-agents\n", "  namespace: corral-agents\n  annotations: {container.apparmor.security.beta.kubernetes.io/agent: unconfined}\n",
+			denied("agent Pods may not run unconfined by AppArmor"), false, "", ""},
+		{"SELinux type", "readOnlyRootFilesystem: true", "readOnlyRootFilesystem: true\n      seLinuxOptions: {type: spc_t}",
+			denied("agent Pods may set no SELinux user or role, and only a container SELinux type"), false, "", ""},
+		// Unmasked needs a user namespace (hostUsers: false), or the
+		// apiserver refuses it before admission.
+		{"procMount unmasked", "readOnlyRootFilesystem: true", "readOnlyRootFilesystem: true\n      procMount: Unmasked",
+			denied("agent Pods must use the default /proc mount (procMount: Default)"), false,
+			"  enableServiceLinks: false\n", "  enableServiceLinks: false\n  hostUsers: false\n"},
+		{"unsafe sysctl", "    seccompProfile: {type: RuntimeDefault}\n", "    seccompProfile: {type: RuntimeDefault}\n    sysctls: [{name: kernel.msgmax, value: '65536'}]\n",
+			denied("agent Pods may set only the safe sysctls"), false, "", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			manifest := example
@@ -279,6 +310,12 @@ func TestAgentPodPolicy(t *testing.T) {
 					t.Fatalf("the example has no %q", tc.old)
 				}
 				manifest = strings.Replace(manifest, tc.old, tc.new, 1)
+			}
+			if tc.old2 != "" {
+				if !strings.Contains(manifest, tc.old2) {
+					t.Fatalf("the example has no %q", tc.old2)
+				}
+				manifest = strings.Replace(manifest, tc.old2, tc.new2, 1)
 			}
 			out, err := cluster.Apply(t.Context(), manifest, true)
 			if (err == nil) != tc.ok || !regexp.MustCompile(tc.want).MatchString(out) {

@@ -21,10 +21,12 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/containerd/errdefs"
 	"github.com/corral-sandbox/corral/internal/yamlstrict"
 	"github.com/corral-sandbox/corral/sandbox"
+	units "github.com/docker/go-units"
 )
 
 // DefaultPath is the config file read when neither --config nor
@@ -47,6 +49,19 @@ const (
 	KeyLogLevel              = "log_level"
 	KeyAllowForeignNamespace = "allow_foreign_namespace"
 	KeyKubeletRoot           = "kubelet_root"
+	KeyMaxSessions           = "max_sessions"
+	KeyMaxMemory             = "max_memory"
+	KeyMaxConnections        = "max_connections"
+	KeyMaxKeptPatchBytes     = "max_kept_patch_bytes"
+	KeyKeptPatchRetention    = "kept_patch_retention"
+)
+
+// Defaults of the daemon's kept-patch limits.
+const (
+	// DefaultMaxKeptPatchBytes is --max-kept-patch-bytes' default.
+	DefaultMaxKeptPatchBytes = "256MiB"
+	// DefaultKeptPatchRetention is --kept-patch-retention's default.
+	DefaultKeptPatchRetention = "168h"
 )
 
 // File is the config file's schema. Every key is optional.
@@ -71,6 +86,22 @@ type File struct {
 	// KubeletRoot is the kubelet's root directory on the node
 	// (/var/lib/kubelet); set, it puts `corral daemon` in Pod mode.
 	KubeletRoot string `yaml:"kubelet_root"`
+	// MaxSessions caps the sessions `corral daemon` holds, every owner's
+	// together; 0 for no cap.
+	MaxSessions *int `yaml:"max_sessions"`
+	// MaxMemory caps the memory limits of the calls `corral daemon` runs
+	// at once: bytes, or a size with a unit ("8GiB"); "0" for no cap.
+	MaxMemory string `yaml:"max_memory"`
+	// MaxConnections caps the connections open to `corral daemon`; 0 for
+	// its default (1024).
+	MaxConnections *int `yaml:"max_connections"`
+	// MaxKeptPatchBytes caps the bytes of the patches `corral daemon`
+	// keeps for one owner (a Pod in Pod mode): bytes, or a size with a
+	// unit ("256MiB"); "0" for no cap.
+	MaxKeptPatchBytes string `yaml:"max_kept_patch_bytes"`
+	// KeptPatchRetention is how long `corral daemon` in Pod mode keeps an
+	// ended session's patch (a Go duration, "168h"); "0" keeps them.
+	KeptPatchRetention string `yaml:"kept_patch_retention"`
 }
 
 // Config is the resolved configuration.
@@ -86,6 +117,20 @@ type Config struct {
 	// KubeletRoot is the kubelet's root directory (absolute); "" is the
 	// default: the daemon is not in Pod mode.
 	KubeletRoot string
+	// MaxSessions is the daemon's cap on sessions (0: none).
+	MaxSessions int
+	// MaxMemory is the daemon's cap, in bytes, on the memory limits of
+	// the calls running at once (0: none).
+	MaxMemory int64
+	// MaxConnections is the daemon's cap on open connections (0: the
+	// daemon's default, 1024).
+	MaxConnections int
+	// MaxKeptPatchBytes is the daemon's cap, in bytes, on one owner's
+	// kept patches (0: none).
+	MaxKeptPatchBytes int64
+	// KeptPatchRetention is how long the daemon in Pod mode keeps an
+	// ended session's patch (0: for ever).
+	KeptPatchRetention time.Duration
 	// File is the config file that was read; "" when there was none.
 	File string
 	// Sources says where each setting came from, by key: "flag --x",
@@ -119,6 +164,11 @@ var env = map[string][]string{
 	KeyLogLevel:              {"CORRAL_LOG_LEVEL"},
 	KeyAllowForeignNamespace: {"CORRAL_ALLOW_FOREIGN_NAMESPACE"},
 	KeyKubeletRoot:           {"CORRAL_KUBELET_ROOT"},
+	KeyMaxSessions:           {"CORRAL_MAX_SESSIONS"},
+	KeyMaxMemory:             {"CORRAL_MAX_MEMORY"},
+	KeyMaxConnections:        {"CORRAL_MAX_CONNECTIONS"},
+	KeyMaxKeptPatchBytes:     {"CORRAL_MAX_KEPT_PATCH_BYTES"},
+	KeyKeptPatchRetention:    {"CORRAL_KEPT_PATCH_RETENTION"},
 }
 
 // Env returns the environment variables that set key, in precedence order.
@@ -146,6 +196,11 @@ var defaults = map[string]string{
 	KeyLogLevel:              "",
 	KeyAllowForeignNamespace: "false",
 	KeyKubeletRoot:           "",
+	KeyMaxSessions:           "0",
+	KeyMaxMemory:             "0",
+	KeyMaxConnections:        "0",
+	KeyMaxKeptPatchBytes:     DefaultMaxKeptPatchBytes,
+	KeyKeptPatchRetention:    DefaultKeptPatchRetention,
 }
 
 // Resolve reads the config file and the environment and applies the
@@ -188,6 +243,15 @@ func Resolve(in Inputs) (Config, error) {
 		KeyImage: file.Image, KeyDaemonSocket: file.DaemonSocket, KeyLogLevel: file.LogLevel,
 		KeyKubeletRoot: file.KubeletRoot,
 	}
+	if file.MaxSessions != nil {
+		fromFile[KeyMaxSessions] = strconv.Itoa(*file.MaxSessions)
+	}
+	if file.MaxConnections != nil {
+		fromFile[KeyMaxConnections] = strconv.Itoa(*file.MaxConnections)
+	}
+	fromFile[KeyMaxMemory] = file.MaxMemory
+	fromFile[KeyMaxKeptPatchBytes] = file.MaxKeptPatchBytes
+	fromFile[KeyKeptPatchRetention] = file.KeptPatchRetention
 	if file.AllowForeignNamespace != nil {
 		fromFile[KeyAllowForeignNamespace] = strconv.FormatBool(*file.AllowForeignNamespace)
 	}
@@ -223,6 +287,32 @@ func Resolve(in Inputs) (Config, error) {
 		return Config{}, fmt.Errorf("%s %q: %w: want true or false", cfg.Sources[KeyAllowForeignNamespace], allow, errdefs.ErrInvalidArgument)
 	}
 	cfg.AllowForeignNamespace = b
+	count := func(key string, min int) (int, error) {
+		v := get(key)
+		n, err := strconv.Atoi(v)
+		if err != nil || n < min {
+			return 0, fmt.Errorf("%s %q (%s): %w: want a whole number of at least %d", strings.ReplaceAll(key, "_", "-"), v, cfg.Sources[key], errdefs.ErrInvalidArgument, min)
+		}
+		return n, nil
+	}
+	if cfg.MaxSessions, err = count(KeyMaxSessions, 0); err != nil {
+		return Config{}, err
+	}
+	if cfg.MaxConnections, err = count(KeyMaxConnections, 0); err != nil {
+		return Config{}, err
+	}
+	mem := get(KeyMaxMemory)
+	if cfg.MaxMemory, err = units.RAMInBytes(mem); err != nil || cfg.MaxMemory < 0 {
+		return Config{}, fmt.Errorf("max-memory %q (%s): %w: want bytes or a size with a binary unit (8GiB, 512MiB), 0 for no cap", mem, cfg.Sources[KeyMaxMemory], errdefs.ErrInvalidArgument)
+	}
+	kept := get(KeyMaxKeptPatchBytes)
+	if cfg.MaxKeptPatchBytes, err = units.RAMInBytes(kept); err != nil || cfg.MaxKeptPatchBytes < 0 {
+		return Config{}, fmt.Errorf("max-kept-patch-bytes %q (%s): %w: want bytes or a size with a binary unit (256MiB, 1GiB), 0 for no cap", kept, cfg.Sources[KeyMaxKeptPatchBytes], errdefs.ErrInvalidArgument)
+	}
+	keep := get(KeyKeptPatchRetention)
+	if cfg.KeptPatchRetention, err = time.ParseDuration(keep); err != nil || cfg.KeptPatchRetention < 0 {
+		return Config{}, fmt.Errorf("kept-patch-retention %q (%s): %w: want a duration (168h, 30m), 0 to keep patches for ever", keep, cfg.Sources[KeyKeptPatchRetention], errdefs.ErrInvalidArgument)
+	}
 	if err := cfg.Validate(); err != nil {
 		return Config{}, err
 	}

@@ -3,6 +3,7 @@ package config
 import (
 	"io/fs"
 	"testing"
+	"time"
 
 	"github.com/containerd/errdefs"
 	"github.com/corral-sandbox/corral/sandbox"
@@ -67,6 +68,9 @@ func TestResolvePrecedence(t *testing.T) {
 				require.Equal(t, v, got.Sources[k], k)
 			}
 			got.Sources = nil
+			require.Equal(t, int64(256<<20), got.MaxKeptPatchBytes, "the default --max-kept-patch-bytes")
+			require.Equal(t, 168*time.Hour, got.KeptPatchRetention, "the default --kept-patch-retention")
+			got.MaxKeptPatchBytes, got.KeptPatchRetention = 0, 0
 			require.Equal(t, tc.want, got)
 		})
 	}
@@ -82,7 +86,7 @@ func TestResolveErrors(t *testing.T) {
 		want    string
 	}{
 		{name: "unknown key", files: map[string]string{DefaultPath: "namespace: x\nadress: /a.sock\n"},
-			want: `/etc/corral/config.yaml:2: unknown key "adress" (known: address, allow_foreign_namespace, daemon_socket, image, kubelet_root, log_level, namespace, runtime, state_dir)`},
+			want: `/etc/corral/config.yaml:2: unknown key "adress" (known: address, allow_foreign_namespace, daemon_socket, image, kept_patch_retention, kubelet_root, log_level, max_connections, max_kept_patch_bytes, max_memory, max_sessions, namespace, runtime, state_dir)`},
 		{name: "second document", files: map[string]string{DefaultPath: "namespace: x\n---\nnamespace: [\n"},
 			want: `/etc/corral/config.yaml:4: YAML syntax: did not find expected node content`},
 		{name: "named file missing", cfgPath: "/nope.yaml",
@@ -100,6 +104,16 @@ func TestResolveErrors(t *testing.T) {
 			want: `env CORRAL_ALLOW_FOREIGN_NAMESPACE "sure": invalid argument: want true or false`},
 		{name: "relative state dir", flags: map[string]string{KeyStateDir: "state"},
 			want: `state directory "state" (flag --state-dir): invalid argument: want an absolute path`},
+		{name: "negative max sessions", files: map[string]string{DefaultPath: "max_sessions: -1\n"},
+			want: `max-sessions "-1" (file /etc/corral/config.yaml): invalid argument: want a whole number of at least 0`},
+		{name: "max connections not a number", env: map[string]string{"CORRAL_MAX_CONNECTIONS": "many"},
+			want: `max-connections "many" (env CORRAL_MAX_CONNECTIONS): invalid argument: want a whole number of at least 0`},
+		{name: "kept patch bytes not a size", flags: map[string]string{KeyMaxKeptPatchBytes: "lots"},
+			want: `max-kept-patch-bytes "lots" (flag --max-kept-patch-bytes): invalid argument: want bytes or a size with a binary unit (256MiB, 1GiB), 0 for no cap`},
+		{name: "retention not a duration", env: map[string]string{"CORRAL_KEPT_PATCH_RETENTION": "7d"},
+			want: `kept-patch-retention "7d" (env CORRAL_KEPT_PATCH_RETENTION): invalid argument: want a duration (168h, 30m), 0 to keep patches for ever`},
+		{name: "max memory not a size", flags: map[string]string{KeyMaxMemory: "8 lots"},
+			want: `max-memory "8 lots" (flag --max-memory): invalid argument: want bytes or a size with a binary unit (8GiB, 512MiB), 0 for no cap`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Resolve(Inputs{ConfigPath: tc.cfgPath, Flags: tc.flags, Getenv: envOf(tc.env), ReadFile: files(tc.files)})
@@ -107,4 +121,41 @@ func TestResolveErrors(t *testing.T) {
 			require.True(t, errdefs.IsInvalidArgument(err))
 		})
 	}
+}
+
+// TestResolveDaemonCaps: the daemon's caps come from flags, CORRAL_*
+// variables or the file, in that precedence; sizes take units.
+func TestResolveDaemonCaps(t *testing.T) {
+	file := map[string]string{DefaultPath: "max_sessions: 64\nmax_memory: 8GiB\nmax_connections: 256\n"}
+	got, err := Resolve(Inputs{Getenv: envOf(nil), ReadFile: files(file)})
+	require.NoError(t, err)
+	require.Equal(t, 64, got.MaxSessions)
+	require.Equal(t, int64(8<<30), got.MaxMemory)
+	require.Equal(t, 256, got.MaxConnections)
+	require.Equal(t, "file "+DefaultPath, got.Sources[KeyMaxMemory])
+
+	got, err = Resolve(Inputs{Getenv: envOf(map[string]string{"CORRAL_MAX_MEMORY": "512MiB", "CORRAL_MAX_SESSIONS": "3"}),
+		Flags: map[string]string{KeyMaxSessions: "2"}, ReadFile: files(file)})
+	require.NoError(t, err)
+	require.Equal(t, 2, got.MaxSessions)
+	require.Equal(t, int64(512<<20), got.MaxMemory)
+	require.Equal(t, "env CORRAL_MAX_MEMORY", got.Sources[KeyMaxMemory])
+	require.Equal(t, "flag --max-sessions", got.Sources[KeyMaxSessions])
+
+	got, err = Resolve(Inputs{Getenv: envOf(nil), ReadFile: files(nil)})
+	require.NoError(t, err)
+	require.Zero(t, got.MaxSessions, "no cap by default")
+	require.Zero(t, got.MaxMemory, "no cap by default")
+	require.Zero(t, got.MaxConnections, "the daemon's default")
+
+	got, err = Resolve(Inputs{Getenv: envOf(map[string]string{"CORRAL_KEPT_PATCH_RETENTION": "2h"}),
+		ReadFile: files(map[string]string{DefaultPath: "max_kept_patch_bytes: 1GiB\nkept_patch_retention: 24h\n"})})
+	require.NoError(t, err)
+	require.Equal(t, int64(1<<30), got.MaxKeptPatchBytes)
+	require.Equal(t, 2*time.Hour, got.KeptPatchRetention)
+	require.Equal(t, "env CORRAL_KEPT_PATCH_RETENTION", got.Sources[KeyKeptPatchRetention])
+	got, err = Resolve(Inputs{Getenv: envOf(nil), Flags: map[string]string{KeyMaxKeptPatchBytes: "0", KeyKeptPatchRetention: "0"}, ReadFile: files(nil)})
+	require.NoError(t, err)
+	require.Zero(t, got.MaxKeptPatchBytes, "0: no cap")
+	require.Zero(t, got.KeptPatchRetention, "0: kept for ever")
 }

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"sync"
 
 	"github.com/containerd/errdefs"
@@ -237,6 +238,9 @@ func (b *sandboxBackend) Create(ctx context.Context, c CreateConfig) (_ api.Sess
 	if source == "" {
 		source = profiles.DefaultName
 	}
+	if mem := prof.Limits().MemoryBytes; c.MaxMemory > 0 && mem > c.MaxMemory {
+		return api.Session{}, &ErrCallMemory{Profile: prof.Name, Limit: mem, MemoryCap: c.MaxMemory}
+	}
 	if c.Page != "" && c.ReadOnly {
 		return api.Session{}, fmt.Errorf("page and read_only exclude each other: %w", errdefs.ErrInvalidArgument)
 	}
@@ -324,6 +328,14 @@ func (b *sandboxBackend) Profile(ctx context.Context, id string) ([]byte, error)
 		return nil, err
 	}
 	return yaml.Marshal(s.Profile)
+}
+
+func (b *sandboxBackend) CallMemory(ctx context.Context, id string) (string, int64, error) {
+	s, err := b.session(ctx, id)
+	if err != nil {
+		return "", 0, err
+	}
+	return s.Profile.Name, s.Profile.Limits().MemoryBytes, nil
 }
 
 func (b *sandboxBackend) Check(ctx context.Context, id string, argv []string) (api.Decision, error) {
@@ -517,6 +529,34 @@ func (b *sandboxBackend) Patch(ctx context.Context, id string) ([]byte, error) {
 	return changeset.Patch(cs)
 }
 
+// KeptPatchSize renders the patch the session's end would keep (its
+// changes but the rejected ones, as sandbox.Executor.EndSession keeps
+// them) and returns its size.
+func (b *sandboxBackend) KeptPatchSize(ctx context.Context, id string) (int64, error) {
+	s, err := b.session(ctx, id)
+	if err != nil {
+		return 0, err
+	}
+	cs, err := s.ChangesContext(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("collecting the change set: %w", err)
+	}
+	keep := &changeset.Set{}
+	for _, c := range cs.Changes {
+		if !slices.ContainsFunc(cs.Violations, func(v changeset.Problem) bool { return v.Path == c.Path }) {
+			keep.Changes = append(keep.Changes, c)
+		}
+	}
+	if len(keep.Changes) == 0 {
+		return 0, nil
+	}
+	patch, err := changeset.Patch(keep)
+	if err != nil {
+		return 0, err
+	}
+	return int64(len(patch)), nil
+}
+
 // Apply is `corral session apply` without a terminal: a review (no
 // tokens), or the approved changes written (or checked, with DryRun).
 func (b *sandboxBackend) Apply(ctx context.Context, id string, r api.Apply, canWrite func(repo, dir, file string) error) (*api.Report, error) {
@@ -525,7 +565,11 @@ func (b *sandboxBackend) Apply(ctx context.Context, id string, r api.Apply, canW
 		return nil, err
 	}
 	log := b.auditLog(ctx)
-	opts := review.Options{View: s.View(), Audit: log, Session: id, JournalDir: review.JournalDir(b.stateDir())}
+	// Apply and its review read and write the directory the session was
+	// made on, never what its path names now.
+	rec := s.Record()
+	opts := review.Options{View: s.View(), Audit: log, Session: id, JournalDir: review.JournalDir(b.stateDir()),
+		RepoDev: rec.RepoDev, RepoIno: rec.RepoIno}
 	for _, l := range r.DryRunOnly {
 		lv, err := review.ParseLevel(l)
 		if err != nil {

@@ -34,6 +34,11 @@ type Backend interface {
 	// Profile returns the profile the session recorded at creation, as
 	// YAML (profiles.Parse reads it back).
 	Profile(ctx context.Context, id string) ([]byte, error)
+	// CallMemory returns the session's profile name and the memory limit,
+	// in bytes, that each of its containers gets (the profile's
+	// resources.memory: the container cgroup's memory.max), which a call
+	// reserves against the daemon's --max-memory.
+	CallMemory(ctx context.Context, id string) (profile string, memory int64, err error)
 	// Check decides argv in the session; runs nothing.
 	Check(ctx context.Context, id string, argv []string) (api.Decision, error)
 	// Exec runs argv in a fresh container of the session, stdout and
@@ -52,6 +57,10 @@ type Backend interface {
 	// *changeset.RejectedError when it has violations).
 	Diff(ctx context.Context, id string, contents bool) (*api.ChangeSet, error)
 	Patch(ctx context.Context, id string) ([]byte, error)
+	// KeptPatchSize is the size in bytes of the patch Remove without
+	// discard would keep now: the change set without its rejected
+	// changes (0 when nothing would be kept).
+	KeptPatchSize(ctx context.Context, id string) (int64, error)
 	// Apply reviews the session's change set, and writes the approved
 	// changes unless r says dry run; with r.Diffs each item carries its
 	// change as a patch. canWrite is called, before anything is
@@ -92,12 +101,17 @@ type Backend interface {
 // idle_ttl bounds it); a session whose request named none gets the
 // profile's idle_ttl, shortened to DefaultIdleTTL when that is shorter
 // (the daemon's --idle-ttl).
+//
+// MaxMemory, when above 0, is the daemon's --max-memory: a profile whose
+// memory limit per call is above it is refused (*ErrCallMemory) before
+// anything is made.
 type CreateConfig struct {
 	api.CreateSession
 	RepoDev, RepoIno uint64
 	ProfileData      []byte
 	IdleTTL          time.Duration
 	DefaultIdleTTL   time.Duration
+	MaxMemory        int64
 }
 
 // FileFailure is a file tool that ran and failed inside the container;

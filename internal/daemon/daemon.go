@@ -41,9 +41,23 @@ type Config struct {
 	// Grace is how long SIGTERM waits for calls in flight before
 	// canceling them.
 	Grace time.Duration
-	// MaxSessionsPerUID caps the sessions of one uid but root; 0 for
-	// none.
+	// MaxSessionsPerUID caps the sessions of one uid but root (of one
+	// Pod in Pod mode); 0 for none.
 	MaxSessionsPerUID int
+	// MaxSessions caps the sessions of every owner together; 0 for none.
+	MaxSessions int
+	// MaxMemory caps, in bytes, the memory limits of the calls running
+	// at once (Options.MaxMemory); 0 for none.
+	MaxMemory int64
+	// MaxConnections caps the connections open at once; 0 means
+	// DefaultMaxConnections.
+	MaxConnections int
+	// MaxKeptPatchBytes caps the bytes of one Pod's kept patches in Pod
+	// mode (Options.MaxKeptPatchBytes); 0 for none.
+	MaxKeptPatchBytes int64
+	// KeptPatchRetention is how long a kept patch stays in Pod mode
+	// (Options.KeptPatchRetention); 0 for ever.
+	KeptPatchRetention time.Duration
 	// IdleTTL is a new session's default idle TTL.
 	IdleTTL time.Duration
 	// KubeletRoot, when set, is the kubelet's root directory on the node
@@ -220,7 +234,9 @@ func Run(ctx context.Context, cfg Config, newBackend func(context.Context) (Back
 		fmt.Fprintf(cfg.Log, "corral daemon: sweeping what a crash left: %v\n", err)
 	}
 	srv, err := NewServer(b, Options{Version: cfg.Version, AdminGID: adminGID, MaxRunning: cfg.MaxRunning, QueueWait: cfg.QueueWait,
-		DefaultIdleTTL: cfg.IdleTTL, MaxSessionsPerUID: cfg.MaxSessionsPerUID, StateDir: cfg.StateDir, KubeletRoot: cfg.KubeletRoot, Log: cfg.Log})
+		DefaultIdleTTL: cfg.IdleTTL, MaxSessionsPerUID: cfg.MaxSessionsPerUID, MaxSessions: cfg.MaxSessions, MaxMemory: cfg.MaxMemory,
+		MaxKeptPatchBytes: cfg.MaxKeptPatchBytes, KeptPatchRetention: cfg.KeptPatchRetention,
+		StateDir: cfg.StateDir, KubeletRoot: cfg.KubeletRoot, Log: cfg.Log})
 	if err != nil {
 		return err
 	}
@@ -239,6 +255,10 @@ func Run(ctx context.Context, cfg Config, newBackend func(context.Context) (Back
 	if created {
 		defer os.Remove(l.Addr().String())
 	}
+	if cfg.MaxConnections <= 0 {
+		cfg.MaxConnections = DefaultMaxConnections
+	}
+	l = limitConns(l, cfg.MaxConnections)
 	// Calls derive their context from calls: canceled after the grace.
 	calls, cancelCalls := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelCalls()
@@ -261,7 +281,7 @@ func Run(ctx context.Context, cfg Config, newBackend func(context.Context) (Back
 			}
 		}()
 	}
-	fmt.Fprintf(cfg.Log, "corral daemon: serving state directory %s (pid %d, at most %d calls at once)\n", cfg.StateDir, os.Getpid(), cfg.MaxRunning)
+	fmt.Fprintf(cfg.Log, "corral daemon: serving state directory %s (pid %d; caps: %s)\n", cfg.StateDir, os.Getpid(), capsOf(cfg))
 
 	select {
 	case err := <-served:
@@ -306,6 +326,9 @@ func pruneLoop(ctx context.Context, srv *Server, log io.Writer) {
 			fmt.Fprintf(log, "corral daemon: pruning: %v\n", err)
 		}
 		srv.logEnded(srv.EndGonePods(ctx))
+		if err := srv.SweepKeptPatches(ctx); err != nil {
+			fmt.Fprintf(log, "corral daemon: removing kept patches past --kept-patch-retention: %v\n", err)
+		}
 		swept, err := srv.b.Sweep(ctx)
 		for _, l := range swept {
 			fmt.Fprintf(log, "corral daemon: %s\n", l)
@@ -321,4 +344,18 @@ func orNone(s string) string {
 		return "none"
 	}
 	return s
+}
+
+// capsOf says the daemon's caps in one line.
+func capsOf(cfg Config) string {
+	orNoCap := func(n int64, f func(int64) string) string {
+		if n <= 0 {
+			return "none"
+		}
+		return f(n)
+	}
+	count := func(n int64) string { return strconv.FormatInt(n, 10) }
+	return fmt.Sprintf("%d calls at once, memory of running calls %s, sessions %s, per owner %s, connections %d, kept patches per owner %s",
+		cfg.MaxRunning, orNoCap(cfg.MaxMemory, size), orNoCap(int64(cfg.MaxSessions), count),
+		orNoCap(int64(cfg.MaxSessionsPerUID), count), cfg.MaxConnections, orNoCap(cfg.MaxKeptPatchBytes, size))
 }

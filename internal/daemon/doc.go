@@ -13,8 +13,9 @@
 //   - server.go: Server — the routes (net/http ServeMux patterns), strict
 //     request decoding, and who may see which session. stream.go: the
 //     per-call queue between a streamed exec and its client. limiter.go:
-//     the host-wide cap on calls that run a container. errors.go: corral's
-//     errors as API errors.
+//     the host-wide caps on calls that run a container (how many, and the
+//     sum of their memory limits), one queue for both. conns.go: the cap
+//     on open connections. errors.go: corral's errors as API errors.
 //   - peer_linux.go: the caller's identity from SO_PEERCRED and
 //     SO_PEERGROUPS on the accepted connection, and file access checked as
 //     the caller (setfsuid on a locked, discarded thread, then

@@ -21,6 +21,7 @@ import (
 	"github.com/corral-sandbox/corral/mounts/changeset"
 	"github.com/corral-sandbox/corral/review"
 	"github.com/corral-sandbox/corral/sandbox/api"
+	"github.com/docker/go-units"
 )
 
 // fakeBackend is an in-memory Backend: sessions hold files; exec knows a
@@ -45,6 +46,9 @@ type fakeBackend struct {
 type fakeSession struct {
 	api.Session
 	files map[string]string
+	// memory is the memory limit of its calls: its profile's
+	// ("mem-256MiB" names a profile of that limit; else 512MiB).
+	memory int64
 }
 
 func newFake() *fakeBackend {
@@ -81,6 +85,17 @@ func (f *fakeBackend) Create(_ context.Context, c CreateConfig) (api.Session, er
 	if c.Profile == "missing" {
 		return api.Session{}, fmt.Errorf("profile %q: %w", c.Profile, errdefs.ErrNotFound)
 	}
+	memory := int64(512 << 20)
+	if v, ok := strings.CutPrefix(c.Profile, "mem-"); ok {
+		n, err := units.RAMInBytes(v)
+		if err != nil {
+			return api.Session{}, fmt.Errorf("profile %q: %w", c.Profile, errdefs.ErrInvalidArgument)
+		}
+		memory = n
+	}
+	if c.MaxMemory > 0 && memory > c.MaxMemory {
+		return api.Session{}, &ErrCallMemory{Profile: c.Profile, Limit: memory, MemoryCap: c.MaxMemory}
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.seq++
@@ -96,9 +111,17 @@ func (f *fakeBackend) Create(_ context.Context, c CreateConfig) (api.Session, er
 	}
 	now := time.Now().UTC().Truncate(time.Second)
 	s := &fakeSession{Session: api.Session{ID: id, Repo: c.Repo, Profile: "docs", ProfileName: "docs", Scope: "openwiki/",
-		Created: now, LastUsed: now, IdleTTLNS: int64(ttl), Mounted: true, Version: "test"}, files: map[string]string{}}
+		Created: now, LastUsed: now, IdleTTLNS: int64(ttl), Mounted: true, Version: "test"}, files: map[string]string{}, memory: memory}
 	f.sessions[id] = s
 	return s.Session, nil
+}
+
+func (f *fakeBackend) CallMemory(_ context.Context, id string) (string, int64, error) {
+	s, err := f.get(id)
+	if err != nil {
+		return "", 0, err
+	}
+	return s.Profile, s.memory, nil
 }
 
 func (f *fakeBackend) Audit(_ context.Context, id string, ev audit.Event) error {
@@ -121,10 +144,7 @@ func (f *fakeBackend) Remove(_ context.Context, id string, discard bool) (api.Re
 		out.Patch = "/state/patches/" + id + ".patch"
 		if f.patchDir != "" {
 			var b strings.Builder
-			names := slices.Sorted(maps.Keys(s.files))
-			for _, n := range names {
-				fmt.Fprintf(&b, "diff --git a/%s b/%s\nnew file mode 100644\n--- /dev/null\n+++ b/%s\n@@ -0,0 +1 @@\n+%s\n", n, n, n, strings.TrimSuffix(s.files[n], "\n"))
-			}
+			b.WriteString(keptPatch(s))
 			out.Patch = filepath.Join(f.patchDir, id+".patch")
 			if err := os.MkdirAll(f.patchDir, 0o700); err != nil {
 				return out, err
@@ -135,6 +155,26 @@ func (f *fakeBackend) Remove(_ context.Context, id string, discard bool) (api.Re
 		}
 	}
 	return out, nil
+}
+
+// keptPatch is the patch the fake's Remove keeps of s: every file, in
+// order.
+func keptPatch(s *fakeSession) string {
+	var b strings.Builder
+	for _, n := range slices.Sorted(maps.Keys(s.files)) {
+		fmt.Fprintf(&b, "diff --git a/%s b/%s\nnew file mode 100644\n--- /dev/null\n+++ b/%s\n@@ -0,0 +1 @@\n+%s\n", n, n, n, strings.TrimSuffix(s.files[n], "\n"))
+	}
+	return b.String()
+}
+
+func (f *fakeBackend) KeptPatchSize(_ context.Context, id string) (int64, error) {
+	s, err := f.get(id)
+	if err != nil {
+		return 0, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return int64(len(keptPatch(s))), nil
 }
 
 func (f *fakeBackend) Profile(_ context.Context, id string) ([]byte, error) {
@@ -368,3 +408,9 @@ func (f *fakeBackend) Recover(context.Context) error { return nil }
 func (f *fakeBackend) Sweep(context.Context) ([]string, error) { return nil, nil }
 func (f *fakeBackend) Adopt(context.Context) error             { return nil }
 func (f *fakeBackend) Close() error                            { return nil }
+
+// running is how many calls hold a slot of l.
+func (l *limiter) running() int {
+	n, _, _ := l.state()
+	return n
+}

@@ -89,13 +89,27 @@ func (o *owners) get(id string) ownerRecord {
 	return ownerRecord{UID: 0, GID: 0}
 }
 
-// count returns how many sessions uid owns.
-func (o *owners) count(uid int) int {
+// owner names the session's owner as the API's owned_by does: "pod:UID"
+// in Pod mode (whatever uid the Pod's process ran as), else "uid:N".
+func (r ownerRecord) owner() string {
+	if r.Pod != "" {
+		return "pod:" + r.Pod
+	}
+	return fmt.Sprintf("uid:%d", r.UID)
+}
+
+// ownerKey is the owner a session p creates gets (ownerRecord.owner).
+func ownerKey(p Peer) string {
+	return ownerRecord{UID: p.UID, Pod: p.Pod}.owner()
+}
+
+// count returns how many recorded sessions match.
+func (o *owners) count(match func(ownerRecord) bool) int {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	n := 0
 	for _, r := range o.records {
-		if r.UID == uid {
+		if match(*r) {
 			n++
 		}
 	}

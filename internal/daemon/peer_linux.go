@@ -46,7 +46,7 @@ func peerOf(ctx context.Context) (Peer, bool) {
 // from the accepted unix socket. A connection whose peer cannot be read
 // gets no peer, and every request on it is refused.
 func withPeer(ctx context.Context, c net.Conn) context.Context {
-	uc, ok := c.(*net.UnixConn)
+	uc, ok := unixConn(c)
 	if !ok {
 		return ctx
 	}
@@ -132,7 +132,7 @@ func peerPidfd(c *net.UnixConn, pid int) (int, error) {
 
 // podOf returns the Pod UID of c's peer ("" when it is in no Pod).
 func podOf(c net.Conn, p Peer) (string, error) {
-	uc, ok := c.(*net.UnixConn)
+	uc, ok := unixConn(c)
 	if !ok {
 		return "", errors.New("not a unix socket")
 	}
@@ -228,6 +228,36 @@ func openDirAsPeer(p Peer, unsafePath string) (real string, st unix.Stat_t, err 
 func checkAsPeer(p Peer, what, path string, mode uint32) error {
 	if err := asPeer(p, func() error { return faccess(unix.AT_FDCWD, path, mode) }); err != nil {
 		return accessError(what, path, p, err)
+	}
+	return nil
+}
+
+// checkBelowAsPeer is checkAsPeer of the directory rel below root, root
+// itself opened by the daemon: in Pod mode the repository is the
+// caller's own volume, which the caller reaches through its container's
+// mount, never through the kubelet's directory on the node (0750 root:
+// the caller may not search it, so every check through that path failed).
+// Each component below root is searched as the peer, never through a
+// symbolic link (openComponentsAsPeer); the last is judged for mode.
+func checkBelowAsPeer(p Peer, what, root, rel string, mode uint32) error {
+	rfd, err := unix.Open(root, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return accessError(what, joinRepo(root, rel), p, err)
+	}
+	defer unix.Close(rfd)
+	err = asPeer(p, func() error {
+		fd, _, err := openComponentsAsPeer(rfd, rel)
+		if err != nil {
+			return err
+		}
+		if fd < 0 {
+			return unix.ENOENT
+		}
+		defer unix.Close(fd)
+		return faccess(fd, "", mode)
+	})
+	if err != nil {
+		return accessError(what, joinRepo(root, rel), p, err)
 	}
 	return nil
 }

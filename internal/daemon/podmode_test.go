@@ -81,8 +81,9 @@ func TestPodMode(t *testing.T) {
 	list, err := b.Sessions(ctx)
 	require.NoError(t, err)
 	require.Empty(t, list)
-	_, err = b.Patches(ctx)
-	requireKind(t, err, api.KindRefused, 403)
+	pps, err := b.Patches(ctx)
+	require.NoError(t, err)
+	require.Empty(t, pps, "a Pod lists its own kept patches only")
 
 	// A caller in no Pod that is not root: refused, whatever it asks.
 	_, err = host.Version(ctx)
@@ -107,7 +108,7 @@ func TestPodMode(t *testing.T) {
 	require.Len(t, kept, 1)
 	_, err = admin.Session(ctx, s.ID)
 	requireKind(t, err, api.KindNotFound, 404)
-	pps, err := admin.Patches(ctx)
+	pps, err = admin.Patches(ctx)
 	require.NoError(t, err)
 	require.Len(t, pps, 1)
 	require.Equal(t, s.ID, pps[0].ID)
@@ -124,7 +125,7 @@ func TestPodMode(t *testing.T) {
 	require.NoError(t, json.Unmarshal(data, &rec))
 	require.Equal(t, pps[0].Files, rec.Files)
 	_, err = b.PodPatch(ctx, s.ID)
-	requireKind(t, err, api.KindRefused, 403)
+	requireKind(t, err, api.KindNotFound, 404)
 	require.Equal(t, []audit.Event{&audit.SessionEnded{Reason: "its owner Pod was deleted", Pod: podA, Patch: pps[0].Path, Files: []string{"openwiki/a.md"}}}, e.fake.audited)
 }
 
@@ -151,4 +152,97 @@ func TestPodModeOwnPod(t *testing.T) {
 	require.ErrorContains(t, e.srv.refusePeer(Peer{UID: 0, PID: 7, PodErr: errors.New("gone")}), "permission denied: telling the caller's Pod (uid 0, pid 7): gone")
 	require.NoError(t, e.srv.refusePeer(Peer{UID: 0, PID: 7}))
 	require.NoError(t, e.srv.refusePeer(Peer{UID: 1000, PID: 7, Pod: podB}))
+}
+
+// TestPodModeEndKilledAtEveryStep: a daemon killed at any step of ending
+// a deleted Pod's session — inside the backend's removal (the session
+// ended, its patch kept, nothing recorded yet), or after each step of
+// endPodSession — leaves what the next daemon needs: after its start
+// (ForgetMissing, EndGonePods) the patch is listed once, whole, beside
+// its record, and the session's owner record is gone. Before, a kill
+// after the backend's removal lost the patch from the listing (the
+// owner record was dropped with the session, then no record was
+// written).
+func TestPodModeEndKilledAtEveryStep(t *testing.T) {
+	for _, step := range []string{"in the backend's removal", "recorded", "ended", "moved", "completed"} {
+		t.Run(step, func(t *testing.T) {
+			root := kubeletRoot(t)
+			var opts Options
+			e := newEnv(t, func(o *Options) { o.KubeletRoot = root; opts = *o })
+			e.fake.patchDir = filepath.Join(opts.StateDir, "patches")
+			ctx := context.Background()
+			a, _ := e.client("1000:1000::" + podA)
+			s, err := a.CreateSession(ctx, api.CreateSession{Volume: &api.Volume{Name: "work", SubPath: "repo"}})
+			require.NoError(t, err)
+			_, err = a.Write(ctx, s.ID, api.Write{Path: "openwiki/a.md", Content: "kept\n"})
+			require.NoError(t, err)
+			require.NoError(t, os.RemoveAll(filepath.Join(root, "pods", podA)))
+
+			killed := errors.New("killed")
+			if step == "in the backend's removal" {
+				_, err := e.fake.Remove(ctx, s.ID, false)
+				require.NoError(t, err)
+			} else {
+				e.srv.endPodHook = func(at string) error {
+					if at == step {
+						return killed
+					}
+					return nil
+				}
+				_, err := e.srv.EndGonePods(ctx)
+				require.ErrorIs(t, err, killed)
+			}
+			if step == "recorded" || step == "ended" || step == "moved" {
+				pps, err := e.srv.podPatches()
+				require.NoError(t, err)
+				require.Empty(t, pps, "a session being ended has no kept patch listed yet")
+			}
+
+			// The next daemon, on the same state directory.
+			srv, err := NewServer(e.fake, opts)
+			require.NoError(t, err)
+			require.NoError(t, srv.ForgetMissing(ctx))
+			_, err = srv.EndGonePods(ctx)
+			require.NoError(t, err)
+			pps, err := srv.podPatches()
+			require.NoError(t, err)
+			require.Len(t, pps, 1)
+			require.Equal(t, s.ID, pps[0].ID)
+			require.Equal(t, podA, pps[0].PodUID)
+			require.Empty(t, pps[0].Error)
+			require.Equal(t, []string{"openwiki/a.md"}, pps[0].Files)
+			require.Equal(t, filepath.Join(opts.StateDir, "patches", podA, s.ID+".patch"), pps[0].Path)
+			require.FileExists(t, pps[0].Path)
+			require.NoFileExists(t, filepath.Join(opts.StateDir, "patches", s.ID+".patch"))
+			require.Empty(t, srv.owners.ofPod(podA))
+			require.NoFileExists(t, filepath.Join(opts.StateDir, "daemon", "sessions", s.ID+".json"))
+		})
+	}
+}
+
+// TestPodModeApplyBelowTheVolume: in Pod mode an apply's write check is
+// made as the caller from the Pod's volume down, never through the
+// kubelet's directory on the node, which the caller may not search (here
+// the test's temporary directory, root's alone); below the volume the
+// caller's own access still counts.
+func TestPodModeApplyBelowTheVolume(t *testing.T) {
+	root := kubeletRoot(t)
+	e := newEnv(t, func(o *Options) { o.KubeletRoot = root })
+	ctx := context.Background()
+	a, _ := e.client("1000:1000::" + podA)
+	repo := filepath.Join(root, "pods", podA, "volumes/kubernetes.io~empty-dir/work/repo")
+	s, err := a.CreateSession(ctx, api.CreateSession{Volume: &api.Volume{Name: "work", SubPath: "repo"}})
+	require.NoError(t, err)
+	_, err = a.Write(ctx, s.ID, api.Write{Path: "openwiki/a.md", Content: "x\n"})
+	require.NoError(t, err)
+
+	// The repository root is root's 0755: the caller may not write it.
+	_, err = a.Apply(ctx, s.ID, api.Apply{Approve: []string{fakeToken}})
+	requireKind(t, err, api.KindRefused, 403)
+	require.ErrorContains(t, err, "uid 1000 (the caller) may not access it")
+
+	require.NoError(t, os.Chown(repo, 1000, 1000))
+	rep, err := a.Apply(ctx, s.ID, api.Apply{Approve: []string{fakeToken}})
+	require.NoError(t, err)
+	require.False(t, rep.DryRun)
 }

@@ -48,7 +48,72 @@ func (s *Server) EndGonePods(ctx context.Context) ([]api.PodPatch, error) {
 		out = append(out, kept...)
 		errs = append(errs, err)
 	}
+	kept, err := s.finishPendingEnds(ctx)
+	return append(out, kept...), errors.Join(append(errs, err)...)
+}
+
+// pendingEnds returns the sessions of live Pods whose end (the Pod's
+// DELETE, an idle expiry: endOwnSession) a stopped daemon left pending:
+// their record says pendingEnd. Their owner records stay (ForgetMissing)
+// until finishPendingEnds completes them, so that no kept patch is left
+// counted against its Pod's budget but neither listed nor removable.
+func (s *Server) pendingEnds() map[string]string {
+	out := map[string]string{}
+	for _, uid := range s.owners.pods() {
+		for _, id := range s.owners.ofPod(uid) {
+			if pp, err := readPodPatch(filepath.Join(s.podPatchesDir(), uid, id+".json")); err == nil && pp.Error == pendingEnd {
+				out[id] = uid
+			}
+		}
+	}
+	return out
+}
+
+// finishPendingEnds completes the pending ends (pendingEnds) whose
+// session is gone: the patch a stopped daemon left is moved beside its
+// record and the record completed, as endPodSession resumes a deleted
+// Pod's. A session still there is left to its next end.
+func (s *Server) finishPendingEnds(ctx context.Context) ([]api.PodPatch, error) {
+	pending := s.pendingEnds()
+	if len(pending) == 0 {
+		return nil, nil
+	}
+	all, err := s.b.Sessions(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, x := range all {
+		delete(pending, x.ID)
+	}
+	s.patchesMu.Lock()
+	defer s.patchesMu.Unlock()
+	var out []api.PodPatch
+	var errs []error
+	for id, uid := range pending {
+		pp, _, err := s.endPodSession(ctx, uid, filepath.Join(s.podPatchesDir(), uid), id, "its end was interrupted by the daemon's stop and finished by the next daemon")
+		if err != nil {
+			errs = append(errs, fmt.Errorf("pod %s: session %s: %w", uid, id, err))
+		}
+		if pp != nil {
+			out = append(out, *pp)
+		}
+	}
 	return out, errors.Join(errs...)
+}
+
+// gonePodsSessions returns the sessions owned by Pods whose directory
+// under the kubelet root is gone (Pod mode; else none).
+func (s *Server) gonePodsSessions() []string {
+	if !s.podMode() {
+		return nil
+	}
+	var ids []string
+	for _, uid := range s.owners.pods() {
+		if _, err := os.Lstat(kubepod.PodDir(s.opt.KubeletRoot, uid)); errors.Is(err, fs.ErrNotExist) {
+			ids = append(ids, s.owners.ofPod(uid)...)
+		}
+	}
+	return ids
 }
 
 // EndPod ends every session Pod uid owns: each is removed as DELETE
@@ -56,7 +121,7 @@ func (s *Server) EndGonePods(ctx context.Context) ([]api.PodPatch, error) {
 // the change set collected from the session's own write area and base
 // copy, never from the repository, which the kubelet may already have
 // removed), and its patch moved to STATE_DIR/patches/<uid>/<id>.patch
-// with <id>.json (an api.PodPatch) beside it.
+// with <id>.json (an api.PodPatch) beside it (endPodSession).
 func (s *Server) EndPod(ctx context.Context, uid string) ([]api.PodPatch, error) {
 	s.patchesMu.Lock()
 	defer s.patchesMu.Unlock()
@@ -71,51 +136,146 @@ func (s *Server) EndPod(ctx context.Context, uid string) ([]api.PodPatch, error)
 	var out []api.PodPatch
 	var errs []error
 	for _, id := range ids {
-		rec := s.owners.get(id)
-		pp := api.PodPatch{ID: id, PodUID: uid, Volume: rec.Volume, Ended: s.now().UTC(), Files: []string{}}
-		rm, err := s.removeSession(ctx, id, false)
-		switch {
-		case errdefs.IsNotFound(err):
-			_ = s.owners.remove(id)
-			continue
-		case err != nil:
-			errs = append(errs, fmt.Errorf("pod %s: ending session %s: %w", uid, id, err))
-			continue
+		pp, _, err := s.endPodSession(ctx, uid, dir, id, "its owner Pod was deleted")
+		if err != nil {
+			errs = append(errs, fmt.Errorf("pod %s: session %s: %w", uid, id, err))
 		}
-		var problems []error
-		if rm.PatchError != "" {
-			problems = append(problems, errors.New(rm.PatchError))
+		if pp != nil {
+			out = append(out, *pp)
 		}
-		if rm.Lost != "" {
-			problems = append(problems, errors.New("its writes were lost: "+rm.Lost))
+	}
+	return out, errors.Join(errs...)
+}
+
+// pendingEnd is the error of a kept patch's record written before its
+// session is ended: what a daemon killed meanwhile leaves listed.
+const pendingEnd = "ending: the daemon stopped before this session's end was recorded; the next daemon (at its start or prune tick) ends it"
+
+// endPodSession ends Pod uid's session id and keeps its patch in dir, in
+// an order that a daemon killed at any step resumes from, so that a kept
+// patch is never left without its record nor a session without its end:
+// the record first (pendingEnd), then the session ended, its patch moved
+// beside the record, the record completed, and the session's owner
+// record dropped last — a restarted daemon still finds the session
+// owned by the gone Pod (ForgetMissing keeps it) and ends what is left:
+// a session already ended has its patch, if it kept one, where the
+// executor keeps patches (STATE_DIR/patches/<id>.patch) or already
+// beside the record. The hook endStep (tests) stops it after a step as a
+// kill would. reason, when not "", is audited as why the session ended
+// (audit.SessionEnded); the Pod's own DELETE audits nothing more. It
+// returns the record, or nil when there is nothing to keep, and the
+// session's end as DELETE answers it (its Patch the kept record's).
+func (s *Server) endPodSession(ctx context.Context, uid, dir, id, reason string) (*api.PodPatch, api.Removed, error) {
+	rec := s.owners.get(id)
+	jsonPath, dst := filepath.Join(dir, id+".json"), filepath.Join(dir, id+".patch")
+	if prev, err := readPodPatch(jsonPath); err == nil && prev.Error != pendingEnd {
+		// Recorded whole by a daemon that stopped before dropping the
+		// owner record.
+		return nil, api.Removed{Removed: id}, s.owners.remove(id)
+	}
+	pp := api.PodPatch{ID: id, PodUID: uid, Volume: rec.Volume, Ended: s.now().UTC(), Files: []string{}}
+	pending := pp
+	pending.Error = pendingEnd
+	if err := writeJSONFile(jsonPath, pending); err != nil {
+		return nil, api.Removed{}, fmt.Errorf("recording its patch: %w", err)
+	}
+	if err := s.endStep("recorded"); err != nil {
+		return nil, api.Removed{}, err
+	}
+	var problems []error
+	rm, err := s.b.Remove(ctx, id, false)
+	switch {
+	case errdefs.IsNotFound(err):
+		// Ended already, by a daemon that stopped before it had
+		// recorded the end (or by the Pod's own DELETE).
+		rm = api.Removed{Removed: id}
+		for _, p := range []string{dst, filepath.Join(s.podPatchesDir(), id+".patch")} {
+			if _, err := os.Lstat(p); err == nil {
+				rm.Patch = p
+				break
+			}
 		}
-		if rm.Patch != "" {
-			dst := filepath.Join(dir, id+".patch")
+		if rm.Patch == "" {
+			// Nothing was kept: nothing to record.
+			return nil, rm, errors.Join(removeIfExists(jsonPath), s.owners.remove(id))
+		}
+	case err != nil:
+		// The record stays pending, the owner record too: retried.
+		return nil, rm, fmt.Errorf("ending it: %w", err)
+	}
+	if err := s.endStep("ended"); err != nil {
+		return nil, rm, err
+	}
+	if rm.PatchError != "" {
+		problems = append(problems, errors.New(rm.PatchError))
+	}
+	if rm.Lost != "" {
+		problems = append(problems, errors.New("its writes were lost: "+rm.Lost))
+	}
+	if rm.Patch != "" {
+		if rm.Patch != dst {
 			if err := os.Rename(rm.Patch, dst); err != nil {
 				problems = append(problems, err)
 				dst = rm.Patch
 			}
-			pp.Path = dst
-			if files, err := patchFiles(dst); err != nil {
-				problems = append(problems, err)
-			} else {
-				pp.Files = files
-			}
 		}
-		if len(problems) > 0 {
-			pp.Error = errors.Join(problems...).Error()
+		if err := s.endStep("moved"); err != nil {
+			return nil, rm, err
 		}
-		ev := &audit.SessionEnded{Reason: "its owner Pod was deleted", Pod: uid, Patch: pp.Path, Files: pp.Files, Error: pp.Error}
-		if err := s.b.Audit(ctx, id, ev); err != nil {
-			errs = append(errs, fmt.Errorf("pod %s: session %s: auditing its end: %w", uid, id, err))
+		pp.Path, rm.Patch = dst, dst
+		if files, err := patchFiles(dst); err != nil {
+			problems = append(problems, err)
+		} else {
+			pp.Files = files
 		}
-		if err := writeJSONFile(filepath.Join(dir, id+".json"), pp); err != nil {
-			errs = append(errs, fmt.Errorf("pod %s: session %s: recording its patch: %w", uid, id, err))
-		}
-		fmt.Fprintf(s.opt.Log, "corral daemon: pod %s was deleted: session %s ended (patch: %s)\n", uid, id, orNone(pp.Path))
-		out = append(out, pp)
 	}
-	return out, errors.Join(errs...)
+	if len(problems) > 0 {
+		pp.Error = errors.Join(problems...).Error()
+	}
+	var errs []error
+	if reason != "" {
+		ev := &audit.SessionEnded{Reason: reason, Pod: uid, Patch: pp.Path, Files: pp.Files, Error: pp.Error}
+		if err := s.b.Audit(ctx, id, ev); err != nil {
+			errs = append(errs, fmt.Errorf("auditing its end: %w", err))
+		}
+	}
+	if err := writeJSONFile(jsonPath, pp); err != nil {
+		return &pp, rm, errors.Join(append(errs, fmt.Errorf("recording its patch: %w", err))...)
+	}
+	if err := s.endStep("completed"); err != nil {
+		return nil, rm, err
+	}
+	if err := s.owners.remove(id); err != nil {
+		errs = append(errs, err)
+	}
+	if reason != "" {
+		fmt.Fprintf(s.opt.Log, "corral daemon: pod %s: session %s ended: %s (patch: %s)\n", uid, id, reason, orNone(pp.Path))
+	}
+	return &pp, rm, errors.Join(errs...)
+}
+
+// endStep runs the test hook endPodHook after a step of endPodSession.
+func (s *Server) endStep(step string) error {
+	if s.endPodHook == nil {
+		return nil
+	}
+	return s.endPodHook(step)
+}
+
+func readPodPatch(p string) (api.PodPatch, error) {
+	var pp api.PodPatch
+	data, err := os.ReadFile(p)
+	if err != nil {
+		return pp, err
+	}
+	return pp, json.Unmarshal(data, &pp)
+}
+
+func removeIfExists(p string) error {
+	if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	return nil
 }
 
 // patchFiles lists the paths a patch file changes.
@@ -151,7 +311,8 @@ func writeJSONFile(p string, v any) error {
 	return os.Rename(tmp, p)
 }
 
-// podPatches reads every kept patch record, oldest first.
+// podPatches reads every kept patch record, oldest first; a record whose
+// session is still being ended (pendingEnd) is not one yet.
 func (s *Server) podPatches() ([]api.PodPatch, error) {
 	out := []api.PodPatch{}
 	pods, err := os.ReadDir(s.podPatchesDir())
@@ -182,6 +343,11 @@ func (s *Server) podPatches() ([]api.PodPatch, error) {
 			if err := json.Unmarshal(data, &pp); err != nil {
 				pp = api.PodPatch{ID: id, PodUID: pod.Name(), Files: []string{}, Error: "unreadable record: " + err.Error()}
 			}
+			if pp.Error == pendingEnd {
+				// Its session is being ended (or will be, by the
+				// next daemon): not kept yet.
+				continue
+			}
 			out = append(out, pp)
 		}
 	}
@@ -189,17 +355,14 @@ func (s *Server) podPatches() ([]api.PodPatch, error) {
 	return out, nil
 }
 
-// errAdminsOnly refuses a non-admin caller.
+// errAdminsOnly refuses a caller that is neither an admin nor, in Pod
+// mode, a Pod.
 func errAdminsOnly(what string) error {
-	return fmt.Errorf("%s: %w: only the daemon's admins (root on the node, or its own Pod) may read them", what, errdefs.ErrPermissionDenied)
+	return fmt.Errorf("%s: %w: only the daemon's admins (root on the node, or its own Pod) and, in Pod mode, each Pod for its own may read them", what, errdefs.ErrPermissionDenied)
 }
 
 func (s *Server) listPatches(w http.ResponseWriter, r *http.Request) {
-	if p, _ := peerOf(r.Context()); !s.admin(p) {
-		s.fail(w, r, errAdminsOnly("patches"))
-		return
-	}
-	list, err := s.podPatches()
+	list, err := s.visiblePatches(r)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -208,24 +371,15 @@ func (s *Server) listPatches(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) getPatch(w http.ResponseWriter, r *http.Request) {
-	if p, _ := peerOf(r.Context()); !s.admin(p) {
-		s.fail(w, r, errAdminsOnly("patches"))
-		return
-	}
 	id := r.PathValue("id")
-	list, err := s.podPatches()
+	pp, err := s.keptPatchOf(r, id)
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	i := slices.IndexFunc(list, func(pp api.PodPatch) bool { return pp.ID == id })
-	if !idPattern.MatchString(id) || i < 0 {
-		s.fail(w, r, fmt.Errorf("patch %s: %w", id, errdefs.ErrNotFound))
-		return
-	}
 	var data []byte
-	if list[i].Path != "" {
-		if data, err = os.ReadFile(list[i].Path); err != nil {
+	if pp.Path != "" {
+		if data, err = os.ReadFile(pp.Path); err != nil {
 			s.fail(w, r, fmt.Errorf("patch %s: %w", id, err))
 			return
 		}

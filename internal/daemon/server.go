@@ -54,10 +54,31 @@ type Options struct {
 	// DefaultIdleTTL is a new session's idle TTL when its request names
 	// none.
 	DefaultIdleTTL time.Duration
-	// MaxSessionsPerUID caps the sessions one uid other than root may
-	// hold at once (each holds host mounts, a write area and containers
-	// created ahead); 0 for no cap.
+	// MaxSessionsPerUID caps the sessions one owner may hold at once
+	// (each holds host mounts, a write area and containers created
+	// ahead); 0 for no cap. The owner is the uid, root not capped; in Pod
+	// mode it is the Pod ("pod:UID"), whatever uid its processes run as.
 	MaxSessionsPerUID int
+	// MaxSessions caps the sessions the daemon holds at once, every
+	// owner's together, root's included; 0 for no cap.
+	MaxSessions int
+	// MaxMemory caps, in bytes, the memory limits of the calls running at
+	// once (each call reserves its profile's resources.memory, the limit
+	// of its container's cgroup); 0 for no cap. A call over it waits in
+	// the queue of MaxRunning. A session whose profile's limit alone is
+	// above it is refused at creation.
+	MaxMemory int64
+	// MaxKeptPatchBytes caps, in Pod mode, the bytes of the patches kept
+	// for one Pod (the node's admins not capped): a DELETE without
+	// discard that would pass it is refused, and a Pod a session end left
+	// over it may create no session until it removes kept patches
+	// (docs/daemon.md, "Kept patches"); 0 for no cap. Outside Pod mode
+	// it does not apply yet.
+	MaxKeptPatchBytes int64
+	// KeptPatchRetention is how long, in Pod mode, a kept patch stays
+	// after its session ended before the prune timer removes it; 0 for
+	// ever.
+	KeptPatchRetention time.Duration
 	// StateDir holds the daemon's owner records (STATE_DIR/daemon).
 	StateDir string
 	// KubeletRoot, when set, is the kubelet's root directory on the node
@@ -86,9 +107,15 @@ type Server struct {
 	ownPod string
 	// patchesMu serializes the ending of Pods' sessions.
 	patchesMu sync.Mutex
+	// endPodHook, when set (tests), runs after each step of ending a
+	// deleted Pod's session; an error stops there, as a kill would.
+	endPodHook func(step string) error
 
-	mu       sync.Mutex
-	creating map[int]int // sessions being created, per uid
+	mu sync.Mutex
+	// creating counts the sessions being created, per owner (ownerKey)
+	// and in all.
+	creating      map[string]int
+	creatingTotal int
 }
 
 // NewServer returns the API server of b. It reads the owner records of
@@ -107,8 +134,8 @@ func NewServer(b Backend, opt Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{opt: opt, b: b, owners: o, lim: newLimiter(opt.MaxRunning, opt.QueueWait), mux: http.NewServeMux(), now: time.Now,
-		creating: map[int]int{}}
+	s := &Server{opt: opt, b: b, owners: o, lim: newLimiter(opt.MaxRunning, opt.MaxMemory, opt.QueueWait),
+		mux: http.NewServeMux(), now: time.Now, creating: map[string]int{}}
 	if opt.KubeletRoot != "" {
 		if !filepath.IsAbs(opt.KubeletRoot) {
 			return nil, fmt.Errorf("kubelet root %q: %w: want an absolute path", opt.KubeletRoot, errdefs.ErrInvalidArgument)
@@ -202,6 +229,7 @@ func (s *Server) routes() []route {
 		{"POST /v1/sessions/{id}/apply", s.apply},
 		{"GET /v1/patches", s.listPatches},
 		{"GET /v1/patches/{id}", s.getPatch},
+		{"DELETE /v1/patches/{id}", s.removePatch},
 	}
 }
 
@@ -373,7 +401,11 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 	if list, err := s.b.Sessions(ctx); err == nil {
 		h.Sessions = len(list)
 	}
-	h.Calls = api.CallsState{Running: s.lim.running(), Waiting: int(s.lim.waiting.Load()), Cap: cap(s.lim.slots)}
+	running, waiting, memory := s.lim.state()
+	h.Calls = api.CallsState{Running: running, Waiting: waiting, Cap: s.lim.maxCalls}
+	if s.lim.maxMemory > 0 {
+		h.Calls.Memory, h.Calls.MemoryCap = memory, s.lim.maxMemory
+	}
 	writeJSON(w, http.StatusOK, h)
 }
 
@@ -410,7 +442,7 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer rsv.release()
-	cfg := CreateConfig{CreateSession: req, IdleTTL: ttl, DefaultIdleTTL: s.opt.DefaultIdleTTL}
+	cfg := CreateConfig{CreateSession: req, IdleTTL: ttl, DefaultIdleTTL: s.opt.DefaultIdleTTL, MaxMemory: s.opt.MaxMemory}
 	isFile := strings.ContainsRune(req.Profile, '/') || strings.HasSuffix(req.Profile, ".yaml")
 	if err := s.checkPodCreate(p, req, isFile); err != nil {
 		s.fail(w, r, err)
@@ -459,7 +491,15 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
+	// Creating mounts and starts containers: it takes a slot of the call
+	// cap as a call does, and reserves no memory (what it creates ahead
+	// runs nothing).
+	release, ok := s.slot(w, r, "")
+	if !ok {
+		return
+	}
 	sess, err := s.b.Create(r.Context(), cfg)
+	release()
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -497,44 +537,89 @@ func (s *Server) checkPodCreate(p Peer, req api.CreateSession, profileFile bool)
 	return nil
 }
 
-// ErrTooManySessions is a creation over the daemon's
-// --max-sessions-per-uid. It wraps errdefs.ErrResourceExhausted (422
-// limit).
+// ErrTooManySessions is a creation over one of the daemon's session caps:
+// Flag names it (--max-sessions-per-uid, --max-sessions), Of whose
+// sessions it counts ("uid 1001", "pod:UID", "this host"). It wraps
+// errdefs.ErrResourceExhausted (422 limit).
 type ErrTooManySessions struct {
-	UID, Max int
+	Of   string
+	Max  int
+	Flag string
 }
 
 func (e *ErrTooManySessions) Error() string {
-	return fmt.Sprintf("sessions of uid %d: %d already, the daemon's --max-sessions-per-uid; remove one first", e.UID, e.Max)
+	return fmt.Sprintf("sessions of %s: %d already, the daemon's %s; remove one first", e.Of, e.Max, e.Flag)
 }
 
 // Unwrap returns errdefs.ErrResourceExhausted.
 func (e *ErrTooManySessions) Unwrap() error { return errdefs.ErrResourceExhausted }
 
-// reservation is one creation counted against MaxSessionsPerUID until
-// its owner record is added (record) or it fails (release).
+// reservation is one creation counted against MaxSessions and
+// MaxSessionsPerUID until its owner record is added (record) or it fails
+// (release).
 type reservation struct {
-	s    *Server
-	uid  int
-	done bool
+	s     *Server
+	owner string // "" when the owner's own cap does not apply
+	done  bool
 }
 
-// reserveSession counts a creation for p's uid against
-// MaxSessionsPerUID — its recorded sessions and those being created, so
-// that parallel requests cannot overshoot — before anything is read or
-// made. The caller must call release (a no-op after record).
-func (s *Server) reserveSession(p Peer) (*reservation, error) {
-	rsv := &reservation{s: s, uid: p.UID}
-	if p.UID == 0 || s.opt.MaxSessionsPerUID <= 0 {
-		rsv.done = true
-		return rsv, nil
+// sessionCap is one of the caps a creation is counted against: at most
+// max sessions of those whose owner record match says are in it, its
+// error naming flag and of.
+type sessionCap struct {
+	max      int
+	flag, of string
+	match    func(ownerRecord) bool
+	creating int
+}
+
+// ownerCapped reports whether p's sessions count against
+// MaxSessionsPerUID: every uid but root; in Pod mode every Pod (a Pod's
+// processes may all run as root), but not the node's admins.
+func (s *Server) ownerCapped(p Peer) bool {
+	if s.podMode() {
+		return !s.admin(p)
 	}
+	return p.UID != 0
+}
+
+// reserveSession counts a creation by p against MaxSessions (every
+// session) and MaxSessionsPerUID (p's owner's: ownerKey) — the recorded
+// sessions and those being created, so that parallel requests cannot
+// overshoot — before anything is read or made. The caller must call
+// release (a no-op after record).
+func (s *Server) reserveSession(p Peer) (*reservation, error) {
+	owner := ownerKey(p)
+	rsv := &reservation{s: s}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.owners.count(p.UID)+s.creating[p.UID] >= s.opt.MaxSessionsPerUID {
-		return nil, &ErrTooManySessions{UID: p.UID, Max: s.opt.MaxSessionsPerUID}
+	caps := []sessionCap{{max: s.opt.MaxSessions, flag: "--max-sessions", of: "this host",
+		match: func(ownerRecord) bool { return true }, creating: s.creatingTotal}}
+	if s.ownerCapped(p) {
+		rsv.owner = owner
+		of := owner
+		if p.Pod == "" {
+			of = fmt.Sprintf("uid %d", p.UID)
+		}
+		caps = append(caps, sessionCap{max: s.opt.MaxSessionsPerUID, flag: "--max-sessions-per-uid", of: of,
+			match: func(r ownerRecord) bool { return r.owner() == owner }, creating: s.creating[owner]})
 	}
-	s.creating[p.UID]++
+	for _, c := range caps {
+		if c.max > 0 && s.owners.count(c.match)+c.creating >= c.max {
+			return nil, &ErrTooManySessions{Of: c.of, Max: c.max, Flag: c.flag}
+		}
+	}
+	if rsv.owner != "" && p.Pod != "" {
+		// A Pod an idle expiry or a race left over its kept-patch
+		// budget makes nothing more to keep until it is under.
+		if err := s.overBudget(p.Pod); err != nil {
+			return nil, err
+		}
+	}
+	s.creatingTotal++
+	if rsv.owner != "" {
+		s.creating[rsv.owner]++
+	}
 	return rsv, nil
 }
 
@@ -555,14 +640,18 @@ func (r *reservation) release() {
 	r.end()
 }
 
-// end drops the reservation's count; s.mu held.
+// end drops the reservation's counts; s.mu held.
 func (r *reservation) end() {
 	if r.done {
 		return
 	}
 	r.done = true
-	if r.s.creating[r.uid]--; r.s.creating[r.uid] == 0 {
-		delete(r.s.creating, r.uid)
+	r.s.creatingTotal--
+	if r.owner == "" {
+		return
+	}
+	if r.s.creating[r.owner]--; r.s.creating[r.owner] == 0 {
+		delete(r.s.creating, r.owner)
 	}
 }
 
@@ -570,10 +659,7 @@ func (r *reservation) end() {
 func (s *Server) annotate(sess api.Session) api.Session {
 	rec := s.owners.get(sess.ID)
 	sess.Owner = rec.UID
-	sess.OwnedBy = fmt.Sprintf("uid:%d", rec.UID)
-	if rec.Pod != "" {
-		sess.OwnedBy = "pod:" + rec.Pod
-	}
+	sess.OwnedBy = rec.owner()
 	sess.Volume = rec.Volume
 	if sess.LastUsed.IsZero() {
 		sess.LastUsed = sess.Created
@@ -639,7 +725,7 @@ func (s *Server) remove(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, fmt.Errorf("discard %q: %w: want true or false", v, errdefs.ErrInvalidArgument))
 		return
 	}
-	rm, err := s.removeSession(r.Context(), id, discard)
+	rm, err := s.removeSession(r.Context(), id, discard, endByDelete)
 	if err != nil {
 		s.fail(w, r, notFound(id, err))
 		return
@@ -647,7 +733,13 @@ func (s *Server) remove(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, rm)
 }
 
-func (s *Server) removeSession(ctx context.Context, id string, discard bool) (api.Removed, error) {
+// removeSession removes session id, keeping its change set unless
+// discard; a Pod's kept patch goes with its Pod's (endOwnSession), why
+// saying who ended it (endByDelete, endByIdle).
+func (s *Server) removeSession(ctx context.Context, id string, discard bool, why string) (api.Removed, error) {
+	if rec := s.owners.get(id); !discard && s.podMode() && rec.Pod != "" {
+		return s.endOwnSession(ctx, rec, id, why)
+	}
 	rm, err := s.b.Remove(ctx, id, discard)
 	if err != nil {
 		return rm, err
@@ -699,7 +791,7 @@ func (s *Server) pruneSessions(ctx context.Context, list []api.Session, limit fu
 		if now.Sub(sess.LastUsed) < threshold {
 			continue
 		}
-		rm, err := s.removeSession(ctx, sess.ID, false)
+		rm, err := s.removeSession(ctx, sess.ID, false, endByIdle)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("session %s: %w", sess.ID, err))
 			continue
@@ -732,6 +824,17 @@ func (s *Server) ForgetMissing(ctx context.Context) error {
 	for _, x := range all {
 		ids[x.ID] = true
 	}
+	// A deleted Pod's session that is gone was being ended by a daemon
+	// that stopped: its record stays for EndGonePods, which keeps what
+	// the session left (endPodSession).
+	for _, id := range s.gonePodsSessions() {
+		ids[id] = true
+	}
+	// Likewise a live Pod's session whose end a stopped daemon left
+	// pending (finishPendingEnds).
+	for id := range s.pendingEnds() {
+		ids[id] = true
+	}
 	s.owners.keepOnly(func(id string) bool { return ids[id] })
 	return nil
 }
@@ -754,10 +857,21 @@ func (s *Server) check(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, d)
 }
 
-// slot takes a slot of the host-wide cap for a call that runs a
-// container, or answers 429 busy.
-func (s *Server) slot(w http.ResponseWriter, r *http.Request) (func(), bool) {
-	release, err := s.lim.acquire(r.Context())
+// slot takes a slot of the host-wide caps for a call of session id that
+// runs a container, reserving the memory limit of the session's
+// containers (Backend.CallMemory); id "" is a creation, which reserves
+// none. Over the caps for the whole queue wait it answers 429 busy.
+func (s *Server) slot(w http.ResponseWriter, r *http.Request, id string) (func(), bool) {
+	var profile string
+	var memory int64
+	if id != "" && s.opt.MaxMemory > 0 {
+		var err error
+		if profile, memory, err = s.b.CallMemory(r.Context(), id); err != nil {
+			s.fail(w, r, notFound(id, err))
+			return nil, false
+		}
+	}
+	release, err := s.lim.acquire(r.Context(), profile, memory)
 	if err != nil {
 		s.fail(w, r, err)
 		return nil, false
@@ -779,7 +893,7 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, fmt.Errorf("argv: %w: empty", errdefs.ErrInvalidArgument))
 		return
 	}
-	release, ok := s.slot(w, r)
+	release, ok := s.slot(w, r, id)
 	if !ok {
 		return
 	}
@@ -827,7 +941,7 @@ func fileCall[Req, Res any](s *Server, w http.ResponseWriter, r *http.Request, c
 		s.fail(w, r, err)
 		return
 	}
-	release, ok := s.slot(w, r)
+	release, ok := s.slot(w, r, id)
 	if !ok {
 		return
 	}
@@ -958,8 +1072,13 @@ func (s *Server) apply(w http.ResponseWriter, r *http.Request) {
 	// the caller could write itself, and each file replaced or removed
 	// one it could replace or remove.
 	canWrite := func(repo, dir, file string) error {
-		if err := checkAsPeer(p, "repository directory", joinRepo(repo, dir), accessWrite|accessDir); err != nil {
-			return err
+		check := checkAsPeer(p, "repository directory", joinRepo(repo, dir), accessWrite|accessDir)
+		if s.podMode() {
+			// The Pod's own volume, judged from the volume down.
+			check = checkBelowAsPeer(p, "repository directory", repo, dir, accessWrite|accessDir)
+		}
+		if check != nil {
+			return check
 		}
 		return checkStickyAsPeer(p, repo, file)
 	}

@@ -298,6 +298,8 @@ func TestEveryRouteAnswersAsDocumented(t *testing.T) {
 	require.Empty(t, pps, "no Pod mode, no Pod's patches")
 	_, err = c.PodPatch(ctx, "000000000000")
 	requireKind(t, err, api.KindNotFound, 404)
+	_, err = c.RemovePatch(ctx, "000000000000")
+	requireKind(t, err, api.KindNotFound, 404)
 
 	// Every route was answered at least once.
 	seen := map[string]bool{}

@@ -9,6 +9,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 
 	"golang.org/x/sys/unix"
 )
@@ -25,7 +26,10 @@ const maxCgroupFile = 64 << 10
 // opened once and its cgroup file read through that descriptor, and then
 // the pidfd must still name a live process (pidfd_send_signal with signal
 // 0): a live process holds its pid, so /proc/PID was that process all
-// along and a pid reused by another process can never lend its Pod.
+// along and a pid reused by another process can never lend its Pod. The
+// cgroup path must follow the kubelet's layout below the kubelet's cgroup
+// root, learned from this process's own cgroup (UIDFromCgroup,
+// KubeletCgroupRoots).
 func Identify(procRoot string, pidfd int) (string, error) {
 	pid, err := PidOf(pidfd)
 	if err != nil {
@@ -58,12 +62,23 @@ func Identify(procRoot string, pidfd int) (string, error) {
 	if err := unix.PidfdSendSignal(pidfd, 0, nil, 0); err != nil {
 		return "", fmt.Errorf("pid %d: %w", pid, ErrGone)
 	}
-	uid, err := UIDFromCgroup(text)
+	uid, err := UIDFromCgroup(text, ownRoots()...)
 	if err != nil {
 		return "", fmt.Errorf("pid %d: %w", pid, err)
 	}
 	return uid, nil
 }
+
+// ownRoots is KubeletCgroupRoots of this process's own cgroup file, read
+// once: the kubelet's cgroup root when this process (the daemon) runs in
+// a Pod. Nothing a caller does can change it.
+var ownRoots = sync.OnceValue(func() []string {
+	self, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		return []string{"/"}
+	}
+	return KubeletCgroupRoots(self)
+})
 
 // PidOf returns the pid (in the caller's PID namespace) of the process
 // pidfd refers to, from /proc/self/fdinfo (Linux 5.3): ErrGone when it has

@@ -26,6 +26,27 @@ var (
 // NAME/mount (NAME/vol_data.json beside it is the kubelet's).
 const csiPlugin = "kubernetes.io~csi"
 
+// repoPlugins are the kubelet's volume plugin directories whose volumes a
+// Pod may name as its repository: volumes that hold data the Pod works on
+// (emptyDir; CSI, which includes generic ephemeral volumes and most
+// PersistentVolumes; local and NFS PersistentVolumes). Every other plugin
+// is refused, fail closed: a Secret, ConfigMap, projected (the
+// service-account token) or downward API volume holds the Pod's
+// credentials and configuration, which the Pod's agent could otherwise
+// read through its tool calls even where only another container of the
+// Pod (a sidecar) mounts them, and an unknown plugin's layout is not
+// known to be the volume's data.
+var repoPlugins = map[string]string{
+	"kubernetes.io~empty-dir":    "emptyDir",
+	csiPlugin:                    "CSI",
+	"kubernetes.io~local-volume": "local PersistentVolume",
+	"kubernetes.io~nfs":          "NFS",
+}
+
+// RepoVolumeTypes names the volume types a Pod may name as its
+// repository (for messages and documentation).
+const RepoVolumeTypes = "emptyDir, CSI (generic ephemeral and most PersistentVolumes), local and NFS PersistentVolumes"
+
 // Volume is an opened directory of a Pod's volume.
 type Volume struct {
 	// Path is the directory's path on the node, every symbolic link
@@ -61,9 +82,15 @@ func OpenVolume(kubeletRoot, uid, name, unsafeSubPath string) (Volume, error) {
 	if !volumeName.MatchString(name) {
 		return Volume{}, fmt.Errorf("volume %q: %w: want a volume's name in the Pod's spec (a DNS-1123 label)", name, errdefs.ErrInvalidArgument)
 	}
+	if len(unsafeSubPath) > unix.PathMax || strings.IndexByte(unsafeSubPath, 0) >= 0 {
+		return Volume{}, fmt.Errorf("volume %q subPath: %w: a NUL byte, or longer than %d bytes", name, errdefs.ErrInvalidArgument, unix.PathMax)
+	}
 	sub := strings.Trim(unsafeSubPath, "/")
 	if sub != "" {
 		for _, c := range strings.Split(sub, "/") {
+			if len(c) > unix.NAME_MAX {
+				return Volume{}, fmt.Errorf("volume %q subPath: %w: a component longer than %d bytes", name, errdefs.ErrInvalidArgument, unix.NAME_MAX)
+			}
 			if c == "" || c == "." || c == ".." {
 				return Volume{}, fmt.Errorf("volume %q subPath %q: %w: want a relative path without \"..\", \".\" or empty components", name, unsafeSubPath, errdefs.ErrInvalidArgument)
 			}
@@ -81,7 +108,7 @@ func OpenVolume(kubeletRoot, uid, name, unsafeSubPath string) (Volume, error) {
 	if err != nil {
 		return Volume{}, fmt.Errorf("listing the Pod's volumes: %w", err)
 	}
-	var found []string
+	var found, plugin []string
 	for _, p := range plugins {
 		if !p.IsDir() {
 			continue
@@ -95,6 +122,7 @@ func OpenVolume(kubeletRoot, uid, name, unsafeSubPath string) (Volume, error) {
 			dir += "/mount"
 		}
 		found = append(found, dir)
+		plugin = append(plugin, p.Name())
 	}
 	switch len(found) {
 	case 0:
@@ -102,6 +130,10 @@ func OpenVolume(kubeletRoot, uid, name, unsafeSubPath string) (Volume, error) {
 	case 1:
 	default:
 		return Volume{}, fmt.Errorf("volume %q: %w: found under %d volume plugins (%s)", name, errdefs.ErrInvalidArgument, len(found), strings.Join(found, ", "))
+	}
+	if _, ok := repoPlugins[plugin[0]]; !ok {
+		return Volume{}, fmt.Errorf("volume %q: %w: a %s volume is never a repository (a Pod's Secrets, ConfigMaps, service-account token and downward API stay out of tool calls); only %s",
+			name, errdefs.ErrPermissionDenied, strings.TrimPrefix(plugin[0], "kubernetes.io~"), RepoVolumeTypes)
 	}
 	vol, err := root.OpenDir(found[0], rootfs.NoSymlinks)
 	if err != nil {

@@ -3,6 +3,7 @@ package kubepod
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/containerd/errdefs"
@@ -29,6 +30,13 @@ func kubeletTree(t *testing.T) string {
 	mk(a + "kubernetes.io~configmap/twice")
 	require.NoError(t, os.Symlink("/", filepath.Join(root, a+"kubernetes.io~empty-dir/rootlink")))
 	mk("pods/" + uidB + "/volumes/kubernetes.io~empty-dir/other")
+	// What a Pod must never open as a repository.
+	mk(a + "kubernetes.io~secret/creds")
+	mk(a + "kubernetes.io~projected/kube-api-access-x2b9")
+	mk(a + "kubernetes.io~configmap/conf")
+	mk(a + "kubernetes.io~downward-api/podinfo")
+	mk(a + "kubernetes.io~some-future-plugin/future")
+	mk(a + "kubernetes.io~local-volume/pv1/src")
 	return root
 }
 
@@ -53,6 +61,15 @@ func TestOpenVolume(t *testing.T) {
 		{"file", uidA, "work", "repo/f", "", errdefs.ErrInvalidArgument},
 		{"missing", uidA, "work", "nope", "", errdefs.ErrInvalidArgument},
 		{"two plugins", uidA, "twice", "", "", errdefs.ErrInvalidArgument},
+		{"NUL in the subPath", uidA, "work", "repo\x00/docs", "", errdefs.ErrInvalidArgument},
+		{"subPath longer than PATH_MAX", uidA, "work", strings.Repeat("a/", 2100), "", errdefs.ErrInvalidArgument},
+		{"subPath component longer than NAME_MAX", uidA, "work", "repo/" + strings.Repeat("a", 300), "", errdefs.ErrInvalidArgument},
+		{"local PersistentVolume", uidA, "pv1", "src", a + "/kubernetes.io~local-volume/pv1/src", nil},
+		{"secret", uidA, "creds", "", "", errdefs.ErrPermissionDenied},
+		{"service-account token (projected)", uidA, "kube-api-access-x2b9", "", "", errdefs.ErrPermissionDenied},
+		{"configmap", uidA, "conf", "", "", errdefs.ErrPermissionDenied},
+		{"downward API", uidA, "podinfo", "", "", errdefs.ErrPermissionDenied},
+		{"a plugin not known to hold data", uidA, "future", "", "", errdefs.ErrPermissionDenied},
 		{"name with a slash", uidA, "work/repo", "", "", errdefs.ErrInvalidArgument},
 		{"name dotdot", uidA, "..", "", "", errdefs.ErrInvalidArgument},
 		{"name as a node path", uidA, "/etc", "", "", errdefs.ErrInvalidArgument},

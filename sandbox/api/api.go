@@ -68,13 +68,17 @@ type ContainerdState struct {
 	Error string `json:"error,omitempty"`
 }
 
-// CallsState is the host-wide cap on calls that run a container (exec and
-// the file tools): Running of at most Cap run now, Waiting wait for a slot
-// (at most the daemon's queue wait, then kind busy).
+// CallsState is the host-wide caps on calls that run a container (exec,
+// the file tools, session creation): Running of at most Cap run now,
+// Waiting wait for a slot (at most the daemon's queue wait, then kind
+// busy). With the daemon's --max-memory, MemoryCap is it in bytes and
+// Memory what the running calls reserve (their profiles' memory limits).
 type CallsState struct {
-	Running int `json:"running"`
-	Waiting int `json:"waiting"`
-	Cap     int `json:"cap"`
+	Running   int   `json:"running"`
+	Waiting   int   `json:"waiting"`
+	Cap       int   `json:"cap"`
+	Memory    int64 `json:"memory,omitempty"`
+	MemoryCap int64 `json:"memory_cap,omitempty"`
 }
 
 // CreateSession is POST /v1/sessions: the capability of a new persistent

@@ -357,8 +357,9 @@ func (c *Client) Apply(ctx context.Context, id string, req api.Apply) (*api.Repo
 	return answer[api.Report](ctx, c, http.MethodPost, sessionPath(id, "/apply"), req)
 }
 
-// Patches is GET /v1/patches (admins only): the change sets kept when an
-// owner Pod's deletion ended its sessions (Pod mode), oldest first.
+// Patches is GET /v1/patches (Pod mode): the change sets kept when a
+// session ended without discard, oldest first — every one for an admin,
+// the calling Pod's own for a Pod.
 func (c *Client) Patches(ctx context.Context) ([]api.PodPatch, error) {
 	out, err := answer[[]api.PodPatch](ctx, c, http.MethodGet, "/v1/patches", nil)
 	if err != nil {
@@ -367,8 +368,15 @@ func (c *Client) Patches(ctx context.Context) ([]api.PodPatch, error) {
 	return *out, nil
 }
 
-// PodPatch is GET /v1/patches/{id} (admins only): the kept patch of
-// session id, a git-style unified patch.
+// PodPatch is GET /v1/patches/{id} (an admin, or the Pod that owned the
+// session): the kept patch of session id, a git-style unified patch.
 func (c *Client) PodPatch(ctx context.Context, id string) ([]byte, error) {
 	return c.text(ctx, "/v1/patches/"+url.PathEscape(id))
+}
+
+// RemovePatch is DELETE /v1/patches/{id} (an admin, or the Pod that owned
+// the session): the kept patch and its record are removed, freeing the
+// owner's --max-kept-patch-bytes budget.
+func (c *Client) RemovePatch(ctx context.Context, id string) (*api.Removed, error) {
+	return answer[api.Removed](ctx, c, http.MethodDelete, "/v1/patches/"+url.PathEscape(id), nil)
 }
