@@ -71,17 +71,19 @@
 // network, mounts, read-only root, user, no capabilities, no_new_privs,
 // the seccomp filter, cgroup limits) before it executed corral-init, and
 // what runs in it until a call is corral-init alone, blocked in the open
-// of its control file, which is on a read-only bind of the session's
-// control directory; it runs no tool and reads nothing from the
+// of its control file; it runs no tool and reads nothing from the
 // repository until the request comes through that FIFO, which only the
-// supervisor (root, on the host) can open for writing. What it costs is
+// supervisor (root, on the host) can open for writing (root's, 0644: the
+// container's uid cannot, and a read-only bind does not refuse a FIFO's
+// write). Each container's control file is in a request directory of its
+// own (Layout.Req/<id>), bound read-only at initctl.ReqDir into that
+// container alone, so no tool can open the FIFO of another waiting
+// container and take its request, even where no Landlock hides /.corral
+// (the session's control directory, bound into every container, holds
+// only staged file-tool content). What it costs is
 // memory and pids in the container's cgroup, counted against its limits
 // like the tool's: an init killed while it waits (the OOM killer, a kill)
-// is the ENXIO case above. One exposure is new: where Landlock is
-// unavailable (it hides /.corral from the tool elsewhere), a tool could
-// open the FIFO of another container of its own session that waits, and
-// disturb that session's next call; never another session's, each
-// session having its own control directory. corral-init waits at most
+// is the ENXIO case above. corral-init waits at most
 // initctl.MaxWait, so a dead supervisor's idle containers end themselves
 // (the sweep, which reaps them like any other, does not depend on it);
 // the pool never hands out one older than maxWarmAge, and every

@@ -170,9 +170,13 @@ func (r *runner) setLayout(l *mounts.Layout) { r.layout = l }
 func (r *runner) planFor(id, init string) containerPlan {
 	return containerPlan{
 		ID: id, Namespace: r.e.cfg.Namespace, Limits: r.limits, Seccomp: r.seccomp,
-		Binds: r.layout.Binds(), Ctl: r.layout.Ctl, Init: init,
+		Binds: r.layout.Binds(), Ctl: r.layout.Ctl, Req: r.reqDir(id), Init: init,
 	}
 }
+
+// reqDir is the host's request directory of the container id, bound
+// into it alone (containerPlan.Req).
+func (r *runner) reqDir(id string) string { return filepath.Join(r.layout.Req, id) }
 
 // create makes a container from its plan, on the image the executor
 // resolved once (a fresh writable snapshot, so runc can make the mount
@@ -201,12 +205,24 @@ func (r *runner) create(ctx context.Context) (_ *container, retErr error) {
 		return nil, e.wrapContainerd("creating a lease", err)
 	}
 	ctx = leases.WithLease(ctx, l.ID)
-	c := &container{id: id, lease: l, ctlFile: filepath.Join(r.layout.Ctl, id), created: now}
+	c := &container{id: id, lease: l, ctlFile: filepath.Join(r.reqDir(id), filepath.Base(initctl.RequestFile)), created: now}
 	defer func() {
 		if retErr != nil {
 			r.destroy(c)
 		}
 	}()
+	// The bind's source exists before the create; 0755: corral-init (the
+	// spec's uid, not root) reads what it holds. MkdirAll: a session made
+	// by an older corral has no Req yet.
+	if err := os.MkdirAll(r.layout.Req, 0o700); err != nil {
+		return nil, fmt.Errorf("making the request directory: %w", err)
+	}
+	if err := os.Mkdir(r.reqDir(id), 0o755); err != nil {
+		return nil, fmt.Errorf("making the request directory: %w", err)
+	}
+	if err := os.Chmod(r.reqDir(id), 0o755); err != nil {
+		return nil, fmt.Errorf("making the request directory: %w", err)
+	}
 	cc, err := rt.client.NewContainer(ctx, id,
 		containerd.WithSnapshotter(snapshotter),
 		containerd.WithNewSnapshot(id, rt.image),
@@ -349,6 +365,7 @@ func (r *runner) destroy(c *container) {
 		}
 	}
 	_ = os.Remove(c.ctlFile)
+	_ = os.Remove(filepath.Dir(c.ctlFile))
 	if e.client != nil {
 		_ = e.client.LeasesService().Delete(ctx, c.lease)
 	}

@@ -1,10 +1,12 @@
 // Package initctl is the protocol between corral and corral-init, the
 // static helper bound read-only into every container at InitPath.
 //
-// Every container's process is `InitPath CtlDir/<container id>`, fixed
-// when the container is created (possibly long before the call). corral
-// hands it one Request through that control file, in the session's
-// control directory, which the container sees read-only at CtlDir: either
+// Every container's process is `InitPath RequestFile`, fixed when the
+// container is created (possibly long before the call). corral hands it
+// one Request through that control file, in a directory of the
+// container's own that it alone sees, read-only, at ReqDir (so no other
+// container of the session can reach it, even where no Landlock keeps a
+// tool out of /.corral): either
 // a regular file written just before the start, or, for a container
 // started ahead of its call, a FIFO that corral-init, started, waits on
 // (at most MaxWait) until corral opens it, writes the Request and closes
@@ -35,8 +37,14 @@ const (
 	// InitPath is where corral-init is bound, read-only.
 	InitPath = "/.corral/init"
 	// CtlDir is where the session's control directory is bound,
-	// read-only: control files and staged file-tool content.
+	// read-only: staged file-tool content.
 	CtlDir = "/.corral/ctl"
+	// ReqDir is where the container's own request directory is bound,
+	// read-only; it holds RequestFile and nothing else.
+	ReqDir = "/.corral/req"
+	// RequestFile is the container's control file, corral-init's one
+	// argument.
+	RequestFile = ReqDir + "/request"
 )
 
 // Version is the protocol version a Request carries. Version 2 added
