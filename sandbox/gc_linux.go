@@ -18,7 +18,9 @@ import (
 	"github.com/containerd/containerd/v2/core/leases"
 	"github.com/containerd/containerd/v2/pkg/cio"
 	"github.com/containerd/errdefs"
+	"github.com/corral-sandbox/corral/internal/initctl"
 	"github.com/corral-sandbox/corral/mounts"
+	specs "github.com/opencontainers/runtime-spec/specs-go"
 )
 
 // GCReport lists what a sweep or GC removed.
@@ -335,10 +337,35 @@ func (e *Executor) reap(ctx context.Context, c containerd.Container) error {
 	} else if !errdefs.IsNotFound(err) {
 		return fmt.Errorf("getting task of %s: %w", c.ID(), err)
 	}
+	spec, specErr := c.Spec(ctx)
 	if err := c.Delete(ctx, containerd.WithSnapshotCleanup); err != nil && !errdefs.IsNotFound(err) {
 		return fmt.Errorf("deleting container %s: %w", c.ID(), err)
 	}
+	if specErr == nil {
+		e.removeRequestDir(spec, c.ID())
+	}
 	return nil
+}
+
+// removeRequestDir removes the request directory (Layout.Req/<id>: its
+// control file, a FIFO or a regular file, and the directory) of the
+// reaped container id, named by its spec's bind at initctl.ReqDir, when
+// that is a session's under this state directory; a live session keeps
+// its layout, where the dead owner's containers would otherwise leave one
+// per container until the session closes.
+func (e *Executor) removeRequestDir(spec *specs.Spec, id string) {
+	for _, m := range spec.Mounts {
+		if m.Destination != initctl.ReqDir {
+			continue
+		}
+		dir := filepath.Clean(m.Source)
+		if filepath.Base(dir) != id || filepath.Base(filepath.Dir(dir)) != "req" ||
+			!strings.HasPrefix(dir, filepath.Join(e.cfg.StateDir, "sessions")+string(filepath.Separator)) {
+			return
+		}
+		_ = os.Remove(filepath.Join(dir, filepath.Base(initctl.RequestFile)))
+		_ = os.Remove(dir)
+	}
 }
 
 // sortSessions orders sessions oldest first.

@@ -185,6 +185,9 @@ func (e *Executor) removeOrphan(ctx context.Context, id string, shims []shimProc
 		}
 	}
 	removeCgroups(e.cfg.Namespace, id)
+	if spec != nil {
+		e.removeRequestDir(spec, id)
+	}
 	if _, err := os.Stat(filepath.Join(e.oci.root, e.cfg.Namespace, id)); err == nil && e.oci.root != "" {
 		return fmt.Errorf("the runtime's state %s is left", filepath.Join(e.oci.root, e.cfg.Namespace, id))
 	}
