@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"io/fs"
 	"math/rand/v2"
 	"net/http"
 	"os"
@@ -158,6 +159,35 @@ func runsACall(ctx context.Context, c containerd.Container) bool {
 	}
 	pids, err := task.Pids(ctx)
 	return err == nil && len(pids) > 1
+}
+
+// madeAhead lists the containers of state made ahead of a call: created,
+// or started with corral-init alone waiting for its request.
+func madeAhead(t *testing.T, state string) map[string]bool {
+	t.Helper()
+	c, err := containerd.New(testutil.Address(), containerd.WithTimeout(5*time.Second))
+	require.NoError(t, err)
+	defer c.Close()
+	ctx := namespaces.WithNamespace(context.Background(), testutil.Namespace)
+	cs, err := c.Containers(ctx, fmt.Sprintf("labels.%q==%q", sandbox.LabelStateDir, state))
+	require.NoError(t, err)
+	out := map[string]bool{}
+	for _, x := range cs {
+		task, err := x.Task(ctx, nil)
+		if err != nil {
+			continue
+		}
+		st, err := task.Status(ctx)
+		if err != nil {
+			continue
+		}
+		if st.Status == containerd.Created {
+			out[x.ID()] = true
+		} else if pids, err := task.Pids(ctx); err == nil && st.Status == containerd.Running && len(pids) == 1 {
+			out[x.ID()] = true
+		}
+	}
+	return out
 }
 
 // runningContainers lists the containers of state that run a call.
@@ -517,9 +547,12 @@ func TestDaemonSocket(t *testing.T) {
 	d3.stop(true)
 }
 
-// TestDaemonKilledMidCall: SIGKILL of the daemon while a call runs; a
-// restarted daemon reaps the orphaned container, and the session and its
-// writes are intact.
+// TestDaemonKilledMidCall: SIGKILL of the daemon while a call runs and
+// its pool holds containers made ahead (on runc and crun started, each
+// corral-init waiting on its control FIFO); nothing runs in those while
+// no daemon is there, a restarted daemon reaps them with the orphaned
+// call's container and never hands one out (its pool is new), and the
+// session and its writes are intact.
 func TestDaemonKilledMidCall(t *testing.T) {
 	state, sock := daemonDirs(t)
 	d := startDaemon(t, state, sock)
@@ -537,13 +570,27 @@ func TestDaemonKilledMidCall(t *testing.T) {
 	go func() { _, err := c.Exec(ctx, s.ID, slowArgv, nil, nil); done <- err }()
 	require.Eventually(t, func() bool { return len(runningContainers(t, state)) == 1 }, 60*time.Second, 100*time.Millisecond)
 	orphan := runningContainers(t, state)[0]
+	require.Eventually(t, func() bool { return len(madeAhead(t, state)) > 0 }, 60*time.Second, 100*time.Millisecond, "the pool made no container ahead")
 	d.kill()
 	require.Error(t, <-done, "the call fails with its daemon")
 	require.Contains(t, daemonContainers(t, state), orphan, "the container outlives the killed daemon")
+	// Without a daemon, what waited still waits: corral-init alone, no
+	// tool.
+	time.Sleep(time.Second)
+	ahead := madeAhead(t, state)
+	require.NotEmpty(t, ahead, "the containers made ahead outlive the killed daemon, idle")
+	for id, runs := range daemonContainers(t, state) {
+		require.True(t, id == orphan || !runs, "container %s of the killed daemon runs a call", id)
+	}
 
 	d2 := startDaemon(t, state, sock)
 	require.Contains(t, d2.stderr.String(), "adopted 1 session(s)")
 	require.NotContains(t, daemonContainers(t, state), orphan, "the restarted daemon reaped the orphan")
+	for id := range ahead {
+		require.NotContains(t, daemonContainers(t, state), id, "the restarted daemon reaped the container made ahead")
+		_, err := os.Lstat(filepath.Join(state, "sessions", s.ID, "layout", "req", id))
+		require.ErrorIs(t, err, fs.ErrNotExist, "the request directory of the reaped %s", id)
+	}
 	c2 := d2.client()
 	got, err := c2.Session(ctx, s.ID)
 	require.NoError(t, err)
