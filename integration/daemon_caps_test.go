@@ -1,10 +1,15 @@
 package integration
 
 import (
+	"bufio"
+	"bytes"
 	"context"
+	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -83,4 +88,175 @@ func TestDaemonNodeCaps(t *testing.T) {
 	}
 	d.stop(true)
 	requireDaemonLeftNothing(t, state)
+}
+
+// TestDaemonConnectionsPerUID: a real daemon with --max-connections 8
+// and --max-connections-per-uid 3. Another uid (nobody, through
+// SO_PEERCRED) opens 8 connections and keeps them alive, idle: its first
+// 3 are served, the rest answered 503 naming it and the flag, and root and
+// a third uid still get in. Before the per-uid cap the 8 took every place
+// of the host-wide cap and locked out every other caller, root included.
+// Once its connections close, nobody gets in again.
+func TestDaemonConnectionsPerUID(t *testing.T) {
+	state, sock := daemonDirs(t)
+	d := startDaemon(t, state, sock, "--max-connections", "8", "--max-connections-per-uid", "3")
+	bin := daemonClientPath(t)
+	ctx := context.Background()
+
+	hold := exec.Command(bin, sock, "hold", "8")
+	hold.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534, Groups: []uint32{}}}
+	stdin, err := hold.StdinPipe()
+	require.NoError(t, err)
+	stdout, err := hold.StdoutPipe()
+	require.NoError(t, err)
+	var stderr bytes.Buffer
+	hold.Stderr = &stderr
+	require.NoError(t, hold.Start())
+	t.Cleanup(func() { stdin.Close(); _ = hold.Wait() })
+	line, err := bufio.NewReader(stdout).ReadBytes('\n')
+	require.NoError(t, err, stderr.String())
+	var held struct{ Result []int }
+	require.NoError(t, json.Unmarshal(line, &held), "%s", line)
+	require.Equal(t, []int{200, 200, 200, 503, 503, 503, 503, 503}, held.Result)
+
+	_, err = d.client().Version(ctx)
+	require.NoError(t, err, "root is not locked out by nobody's connections")
+	other := asUID(t, bin, 1234, 65534, sock, "list")
+	require.Empty(t, other.Kind, "another uid is not locked out: %s", other.Message)
+	refused := asUID(t, bin, 65534, 65534, sock, "list")
+	require.Equal(t, api.KindUnavailable, refused.Kind, refused.Message)
+	require.Equal(t, 503, refused.Status)
+	require.Equal(t, "too many connections of uid 65534: 3 are open (the daemon's --max-connections-per-uid); retry later", refused.Message)
+
+	require.NoError(t, stdin.Close())
+	require.NoError(t, hold.Wait())
+	require.Eventually(t, func() bool {
+		return asUID(t, bin, 65534, 65534, sock, "list").Kind == ""
+	}, 10*time.Second, 50*time.Millisecond, "closed connections free their places")
+	d.stop(true)
+}
+
+// TestDaemonQueueFairAcrossUIDs: a real daemon with --max-running 1 and
+// --queue-wait 12s. One uid (nobody) floods it: 8 calls of 2s each at once
+// (one runs, 7 wait). A call of another uid, queued after them all, runs
+// after the call running now, not behind the 7 (at least 14s, longer
+// than the queue wait: 429 busy): a slot that frees goes to the owner
+// running the fewest calls. Nobody's calls run or wait in vain (429);
+// none fails otherwise.
+func TestDaemonQueueFairAcrossUIDs(t *testing.T) {
+	state, sock := daemonDirs(t)
+	d := startDaemon(t, state, sock, "--max-running", "1", "--queue-wait", "12s")
+	bin := daemonClientPath(t)
+	repo := openRepo(t, map[string]string{"README.md": "# r\n", "slow.txt": slowLine()})
+	docs, err := os.ReadFile(filepath.Join("..", "profiles", "builtin", "docs.yaml"))
+	require.NoError(t, err)
+	short := strings.NewReplacer("name: docs", "name: short", "timeout: 60s", "timeout: 2s").Replace(string(docs))
+	require.Contains(t, short, "timeout: 2s")
+	profDir, err := os.MkdirTemp("", "corral-it-prof-")
+	require.NoError(t, err)
+	t.Cleanup(func() { os.RemoveAll(profDir) })
+	require.NoError(t, os.Chmod(profDir, 0o755))
+	prof := filepath.Join(profDir, "short.yaml")
+	require.NoError(t, os.WriteFile(prof, []byte(short), 0o644))
+
+	create := func(uid int) string {
+		o := asUID(t, bin, uid, 65534, sock, "create-json", `{"repo":"`+repo+`","read_only":true,"profile":"`+prof+`"}`)
+		require.Empty(t, o.Kind, o.Message)
+		var s api.Session
+		require.NoError(t, json.Unmarshal(o.Result, &s))
+		return s.ID
+	}
+	hostile, victim := create(65534), create(1234)
+
+	type out struct {
+		o   dcOutput
+		err error
+	}
+	flood := make(chan out, 8)
+	for range 8 {
+		go func() {
+			cmd := exec.Command(bin, append([]string{sock, "exec", hostile}, slowArgv...)...)
+			cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534, Groups: []uint32{}}}
+			b, err := cmd.Output()
+			var o dcOutput
+			if err == nil {
+				err = json.Unmarshal(b, &o)
+			}
+			flood <- out{o, err}
+		}()
+	}
+	c := d.client()
+	ctx := context.Background()
+	require.Eventually(t, func() bool {
+		h, err := c.Health(ctx)
+		return err == nil && h.Calls.Running == 1 && h.Calls.Waiting == 7
+	}, 60*time.Second, 20*time.Millisecond, "one of nobody's calls runs, 7 wait")
+
+	start := time.Now()
+	o := asUID(t, bin, 1234, 65534, sock, "exec", victim, "cat", "README.md")
+	require.Empty(t, o.Kind, "uid 1234's call, queued behind 7 of nobody's, waited %s: %s", time.Since(start), o.Message)
+	var res api.ExecResult
+	require.NoError(t, json.Unmarshal(o.Result, &res))
+	require.Equal(t, "# r\n", string(res.Stdout))
+	t.Logf("uid 1234's call waited and ran in %s behind nobody's flood", time.Since(start))
+
+	// Nobody's calls: each ran to its timeout or waited in vain; none
+	// failed otherwise.
+	for range 8 {
+		r := <-flood
+		require.NoError(t, r.err)
+		require.Contains(t, []string{"", api.KindBusy}, r.o.Kind, r.o.Message)
+	}
+	d.stop(true)
+}
+
+// TestDaemonRunningPerUID: a real daemon with --max-running 2 and
+// --max-running-per-uid 1. One uid (nobody) starts 2 calls that run for
+// their whole 15s timeout: one runs, the other waits for it although a
+// slot is free, and another uid's call runs at once in that slot. Before
+// the per-uid cap nobody's 2 calls held both slots and the other uid got
+// 429 busy after the queue wait.
+func TestDaemonRunningPerUID(t *testing.T) {
+	state, sock := daemonDirs(t)
+	d := startDaemon(t, state, sock, "--max-running", "2", "--max-running-per-uid", "1", "--queue-wait", "5s", "--grace", "1s")
+	bin := daemonClientPath(t)
+	repo := openRepo(t, map[string]string{"README.md": "# r\n", "slow.txt": slowLine()})
+	docs, err := os.ReadFile(filepath.Join("..", "profiles", "builtin", "docs.yaml"))
+	require.NoError(t, err)
+	long := strings.NewReplacer("name: docs", "name: long", "timeout: 60s", "timeout: 15s").Replace(string(docs))
+	profDir, err := os.MkdirTemp("", "corral-it-prof-")
+	require.NoError(t, err)
+	t.Cleanup(func() { os.RemoveAll(profDir) })
+	require.NoError(t, os.Chmod(profDir, 0o755))
+	prof := filepath.Join(profDir, "long.yaml")
+	require.NoError(t, os.WriteFile(prof, []byte(long), 0o644))
+	create := func(uid int) string {
+		o := asUID(t, bin, uid, 65534, sock, "create-json", `{"repo":"`+repo+`","read_only":true,"profile":"`+prof+`"}`)
+		require.Empty(t, o.Kind, o.Message)
+		var s api.Session
+		require.NoError(t, json.Unmarshal(o.Result, &s))
+		return s.ID
+	}
+	hostile, victim := create(65534), create(1234)
+	for range 2 {
+		cmd := exec.Command(bin, append([]string{sock, "exec", hostile}, slowArgv...)...)
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534, Groups: []uint32{}}}
+		require.NoError(t, cmd.Start())
+		t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	}
+	c := d.client()
+	ctx := context.Background()
+	require.Eventually(t, func() bool {
+		h, err := c.Health(ctx)
+		return err == nil && h.Calls.Running == 1 && h.Calls.Waiting == 1
+	}, 60*time.Second, 20*time.Millisecond, "one of nobody's calls runs, the other waits with a slot free")
+
+	start := time.Now()
+	o := asUID(t, bin, 1234, 65534, sock, "exec", victim, "cat", "README.md")
+	require.Empty(t, o.Kind, "uid 1234's call beside nobody's long ones, after %s: %s", time.Since(start), o.Message)
+	var res api.ExecResult
+	require.NoError(t, json.Unmarshal(o.Result, &res))
+	require.Equal(t, "# r\n", string(res.Stdout))
+	t.Logf("uid 1234's call ran in %s beside nobody's long calls", time.Since(start))
+	d.stop(true)
 }

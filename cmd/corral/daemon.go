@@ -33,8 +33,11 @@ it (SO_PEERCRED); other uids get 404 for it, root and members of
 when the memory limits of the calls running would pass --max-memory, a
 call waits up to --queue-wait, then gets 429 busy. Creating a session
 takes a slot of --max-running too. Over --max-sessions (every owner's) or
---max-sessions-per-uid (one owner's) a creation gets 422; over
---max-connections a new connection gets 503 and is closed.
+--max-sessions-per-uid (one owner's) a creation gets 422; a uid's call
+over --max-running-per-uid waits for one of its own to end; over
+--max-connections (every caller's) or --max-connections-per-uid (one
+uid's, in Pod mode one Pod's; not the admins') a new connection gets 503
+and is closed.
 
 --kubelet-root DIR (Pod mode, for a DaemonSet): a caller is identified by
 its Pod (its process's cgroup names the Pod's UID) and owns its sessions as
@@ -58,8 +61,15 @@ docs/daemon.md.`,
 				return usageError(fmt.Errorf("--max-warm %d: want 0 or more", maxWarm))
 			case cfg.MaxSessionsPerUID < 0:
 				return usageError(fmt.Errorf("--max-sessions-per-uid %d: want 0 (no cap) or more", cfg.MaxSessionsPerUID))
+			case cfg.MaxRunningPerUID < 0:
+				return usageError(fmt.Errorf("--max-running-per-uid %d: want 0 (no cap) or more", cfg.MaxRunningPerUID))
+			case cfg.MaxConnectionsPerUID < 0:
+				return usageError(fmt.Errorf("--max-connections-per-uid %d: want 0 (no cap) or more", cfg.MaxConnectionsPerUID))
 			case cfg.IdleTTL <= 0:
 				return usageError(fmt.Errorf("--idle-ttl %s: want a duration above 0", cfg.IdleTTL))
+			}
+			if !cmd.Flags().Changed("max-running-per-uid") {
+				cfg.MaxRunningPerUID = daemon.DefaultMaxRunningPerUID(cfg.MaxRunning)
 			}
 			log := cmd.ErrOrStderr()
 			if !cmd.Flags().Changed("socket") && g.cfg.DaemonSocket != "" {
@@ -97,12 +107,14 @@ docs/daemon.md.`,
 	f.StringVar(&cfg.SocketGroup, "socket-group", "corral", "group that may connect (socket mode 0660); when it does not exist the socket is root's alone (0600)")
 	f.StringVar(&cfg.AdminGroup, "admin-group", "", "group whose members see and touch every session, as root does")
 	f.IntVar(&cfg.MaxRunning, "max-running", max(4, 2*runtime.NumCPU()), "calls running a container at once, host-wide")
+	f.IntVar(&cfg.MaxRunningPerUID, "max-running-per-uid", 0, "calls one uid other than root runs at once (in Pod mode: one Pod), so that one caller's long calls never hold every slot; 0 for no cap (default: --max-running less a quarter of it, at least 1)")
 	f.DurationVar(&cfg.QueueWait, "queue-wait", 30*time.Second, "how long a call over --max-running waits for a slot before 429 busy")
 	f.IntVar(&maxWarm, "max-warm", sandbox.DefaultMaxWarm, "containers created ahead of calls, host-wide; each session keeps its profile's pool_depth (default 2) under it; 0 creates each on its call")
 	f.IntVar(&cfg.MaxSessionsPerUID, "max-sessions-per-uid", daemon.DefaultMaxSessionsPerUID, "sessions one uid other than root may hold at once (in Pod mode: one Pod); 0 for no cap")
 	f.String("max-sessions", "", "sessions the daemon holds at once, every owner's together, root's included ($CORRAL_MAX_SESSIONS, config max_sessions; default 0: no cap)")
 	f.String("max-memory", "", "cap on the memory limits of the calls running at once, e.g. 8GiB: each call reserves its profile's resources.memory, and over the cap waits as over --max-running ($CORRAL_MAX_MEMORY, config max_memory; default 0: no cap)")
 	f.String("max-connections", "", fmt.Sprintf("connections open at once; over it a connection is answered 503 and closed ($CORRAL_MAX_CONNECTIONS, config max_connections; default %d)", daemon.DefaultMaxConnections))
+	f.IntVar(&cfg.MaxConnectionsPerUID, "max-connections-per-uid", daemon.DefaultMaxConnectionsPerUID, "connections one uid may hold open at once (in Pod mode: one Pod; root and --admin-group not capped), so that no caller can lock the others out; over it a connection is answered 503 and closed; 0 for no cap")
 	f.String("max-kept-patch-bytes", "", "Pod mode: bytes of kept patches one Pod may hold on the node, e.g. 256MiB: a DELETE without discard over it is refused (422), and a Pod an idle expiry left over it may create no session until it removes kept patches (DELETE /v1/patches/ID) ($CORRAL_MAX_KEPT_PATCH_BYTES, config max_kept_patch_bytes; default "+config.DefaultMaxKeptPatchBytes+"; 0: no cap)")
 	f.String("kept-patch-retention", "", "Pod mode: how long an ended session's kept patch stays on the node before the daemon removes it (audited) ($CORRAL_KEPT_PATCH_RETENTION, config kept_patch_retention; default "+config.DefaultKeptPatchRetention+"; 0: for ever)")
 	f.DurationVar(&cfg.Grace, "grace", 30*time.Second, "on SIGTERM, how long calls in flight may finish before they are canceled")

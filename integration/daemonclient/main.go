@@ -15,14 +15,24 @@
 //	daemonclient SOCKET write ID PATH CONTENT
 //	daemonclient SOCKET apply ID TOKEN
 //	daemonclient SOCKET review ID
+//	daemonclient SOCKET hold N
+//
+// hold opens N connections, sends GET /v1/version on each and keeps them
+// open (idle, kept alive) until its standard input closes; its line is
+// printed as soon as every connection has its answer: the statuses.
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
 	"os"
+	"strconv"
 
 	"github.com/corral-sandbox/corral/sandbox/api"
 	"github.com/corral-sandbox/corral/sandbox/client"
@@ -44,6 +54,10 @@ func main() {
 	defer c.Close()
 	ctx := context.Background()
 	op, args := os.Args[2], os.Args[3:]
+	if op == "hold" {
+		hold(os.Args[1], args[0])
+		return
+	}
 	var res any
 	var err error
 	switch op {
@@ -103,4 +117,41 @@ func main() {
 		}
 	}
 	_ = json.NewEncoder(os.Stdout).Encode(out)
+}
+
+// hold is the op hold: N connections answered and held until stdin
+// closes.
+func hold(sock, count string) {
+	n, err := strconv.Atoi(count)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "hold:", err)
+		os.Exit(2)
+	}
+	statuses := []int{}
+	var conns []net.Conn
+	for range n {
+		c, err := net.Dial("unix", sock)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "hold:", err)
+			os.Exit(1)
+		}
+		conns = append(conns, c)
+		if _, err := io.WriteString(c, "GET /v1/version HTTP/1.1\r\nHost: corral\r\n\r\n"); err != nil {
+			fmt.Fprintln(os.Stderr, "hold:", err)
+			os.Exit(1)
+		}
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "hold:", err)
+			os.Exit(1)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		statuses = append(statuses, resp.StatusCode)
+	}
+	_ = json.NewEncoder(os.Stdout).Encode(output{Result: statuses})
+	_, _ = io.Copy(io.Discard, os.Stdin)
+	for _, c := range conns {
+		c.Close()
+	}
 }

@@ -1,11 +1,15 @@
 package daemon
 
 import (
+	"bufio"
 	"context"
+	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -92,6 +96,37 @@ func TestSessionsPerPodCapped(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestRunningPerPodCapped: in Pod mode --max-running-per-uid counts the
+// calls of each Pod: two Pods whose processes run as the same uid each
+// have their own, and a Pod at its cap gets 429 naming it while another
+// Pod's call runs.
+func TestRunningPerPodCapped(t *testing.T) {
+	root := kubeletRoot(t)
+	e := newEnv(t, func(o *Options) {
+		o.KubeletRoot, o.MaxRunning, o.MaxRunningPerUID, o.QueueWait = root, 4, 1, 300*time.Millisecond
+	})
+	ctx := context.Background()
+	a, _ := e.client("1000:1000::" + podA)
+	b, _ := e.client("1000:1000::" + podB)
+	sa, err := a.CreateSession(ctx, api.CreateSession{Volume: &api.Volume{Name: "work"}})
+	require.NoError(t, err)
+	sb, err := b.CreateSession(ctx, api.CreateSession{Volume: &api.Volume{Name: "other"}})
+	require.NoError(t, err)
+	sleepCtx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { _, err := a.Exec(sleepCtx, sa.ID, []string{"sleep"}, nil, nil); done <- err }()
+	require.Eventually(t, func() bool { return e.srv.lim.running() == 1 }, 5*time.Second, 10*time.Millisecond)
+
+	_, err = a.Exec(ctx, sa.ID, []string{"echo", "a"}, nil, nil)
+	requireKind(t, err, api.KindBusy, 429)
+	require.Equal(t, "busy: pod:"+podA+" runs 1 calls already (the daemon's --max-running-per-uid) and none ended within 300ms (--queue-wait); retry later", err.Error())
+	res, err := b.Exec(ctx, sb.ID, []string{"echo", "b"}, nil, nil)
+	require.NoError(t, err, "another Pod of the same uid runs its own calls")
+	require.Equal(t, "b\n", string(res.Stdout))
+	cancel()
+	<-done
 }
 
 // TestMemoryCapQueues: calls reserve their profile's memory limit; one
@@ -186,6 +221,25 @@ func TestCreationTakesACallSlot(t *testing.T) {
 	require.Zero(t, e.srv.lim.running(), "the creation's slot is released")
 }
 
+// TestCreationPanicGivesItsSlotBack: a backend that panics while creating
+// a session (net/http recovers the handler's panic and drops the
+// connection) gives back the creation's call slot and its count against
+// the session caps; before, the slot stayed taken for the daemon's life,
+// and --max-running panics locked every call out.
+func TestCreationPanicGivesItsSlotBack(t *testing.T) {
+	e := newEnv(t, func(o *Options) { o.MaxRunning, o.QueueWait, o.MaxSessions = 1, 200*time.Millisecond, 1 })
+	c, _ := e.client("")
+	ctx := context.Background()
+	_, err := c.CreateSession(ctx, api.CreateSession{Repo: e.repo, Profile: "panic"})
+	require.Error(t, err)
+	require.Zero(t, e.srv.lim.running(), "the slot is given back")
+	s, err := c.CreateSession(ctx, api.CreateSession{Repo: e.repo})
+	require.NoError(t, err, "the next creation gets the slot and the session cap's place")
+	res, err := c.Exec(ctx, s.ID, []string{"echo", "hi"}, nil, nil)
+	require.NoError(t, err)
+	require.Equal(t, "hi\n", string(res.Stdout))
+}
+
 // TestConnectionCap: past max connections open at once a new connection
 // is answered 503 (kind unavailable, naming the flag) and closed; one
 // closed frees its place.
@@ -199,7 +253,7 @@ func TestConnectionCap(t *testing.T) {
 	l, err := net.Listen("unix", sock)
 	require.NoError(t, err)
 	hs := &http.Server{Handler: srv, ConnContext: srv.ConnContext}
-	go hs.Serve(limitConns(l, 2))
+	go hs.Serve(limitConns(l, 2, 0, nil))
 	t.Cleanup(func() { hs.Close() })
 	ctx := context.Background()
 
@@ -211,9 +265,16 @@ func TestConnectionCap(t *testing.T) {
 	}
 	c := client.New(sock)
 	defer c.Close()
-	_, err = c.Version(ctx)
-	requireKind(t, err, api.KindUnavailable, http.StatusServiceUnavailable)
-	require.Equal(t, "too many connections: 2 are open (the daemon's --max-connections); retry later", err.Error())
+	// Every time: the answer is written once the request has come, never
+	// before it (Go's client drops an answer that comes before its
+	// request as unsolicited, and fails with no message).
+	for range 200 {
+		c := client.New(sock)
+		_, err = c.Version(ctx)
+		c.Close()
+		requireKind(t, err, api.KindUnavailable, http.StatusServiceUnavailable)
+		require.Equal(t, "too many connections: 2 are open (the daemon's --max-connections); retry later", err.Error())
+	}
 
 	held[0].Close()
 	require.Eventually(t, func() bool {
@@ -223,29 +284,94 @@ func TestConnectionCap(t *testing.T) {
 	held[1].Close()
 }
 
+// TestConnectionCapPerOwner: one owner (here named by the path its
+// client socket is bound to) holds at most --max-connections-per-uid
+// connections; its next is answered 503 naming the owner and the flag,
+// while another owner and an admin (capped false) still connect — so
+// that one uid's idle keep-alive connections cannot lock every other
+// caller out, as they could with the host-wide cap alone. Closing one
+// frees its owner's place.
+func TestConnectionCapPerOwner(t *testing.T) {
+	srv, err := NewServer(newFake(), Options{Version: "test", AdminGID: -1, MaxRunning: 4, QueueWait: time.Second, StateDir: t.TempDir()})
+	require.NoError(t, err)
+	dir, err := os.MkdirTemp("", "corral-daemon-test-")
+	require.NoError(t, err)
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	sock := filepath.Join(dir, "s.sock")
+	l, err := net.Listen("unix", sock)
+	require.NoError(t, err)
+	ownerOf := func(c net.Conn) (Peer, bool, string, bool) {
+		name := filepath.Base(c.RemoteAddr().String())
+		owner, _, _ := strings.Cut(name, "-")
+		return Peer{UID: 0, PID: 1}, true, owner, owner != "admin"
+	}
+	hs := &http.Server{Handler: srv, ConnContext: srv.ConnContext}
+	go hs.Serve(limitConns(l, 10, 2, ownerOf))
+	t.Cleanup(func() { hs.Close() })
+
+	n := 0
+	dial := func(owner string) net.Conn {
+		n++
+		laddr := &net.UnixAddr{Name: filepath.Join(dir, fmt.Sprintf("%s-%d", owner, n)), Net: "unix"}
+		c, err := net.DialUnix("unix", laddr, &net.UnixAddr{Name: sock, Net: "unix"})
+		require.NoError(t, err)
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	// get sends GET /v1/version on c and returns the status and body.
+	get := func(c net.Conn) (int, string) {
+		_, err := io.WriteString(c, "GET /v1/version HTTP/1.1\r\nHost: corral\r\n\r\n")
+		require.NoError(t, err)
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(body)
+	}
+
+	hostile := []net.Conn{dial("hostile"), dial("hostile")}
+	for _, c := range hostile {
+		status, _ := get(c)
+		require.Equal(t, http.StatusOK, status, "kept alive, idle")
+	}
+	status, body := get(dial("hostile"))
+	require.Equal(t, http.StatusServiceUnavailable, status)
+	require.JSONEq(t, `{"error":{"kind":"unavailable","message":"too many connections of hostile: 2 are open (the daemon's --max-connections-per-uid); retry later"}}`, body)
+	for _, owner := range []string{"victim", "admin", "admin", "admin"} {
+		status, _ := get(dial(owner))
+		require.Equal(t, http.StatusOK, status, "%s is not locked out by another owner's connections", owner)
+	}
+
+	hostile[0].Close()
+	require.Eventually(t, func() bool {
+		status, _ := get(dial("hostile"))
+		return status == http.StatusOK
+	}, 5*time.Second, 20*time.Millisecond, "a closed connection frees its owner's place")
+}
+
 // TestMemoryQueueIsStrict: a call that would fit waits behind an earlier
 // one that does not (a large call is never starved by small ones), and
 // runs after it; the busy error of such a call says why it waited.
 func TestMemoryQueueIsStrict(t *testing.T) {
-	l := newLimiter(4, 1<<30, 10*time.Second)
+	l := newLimiter(4, 1<<30, 10*time.Second, 0)
 	ctx := context.Background()
-	release, err := l.acquire(ctx, "big", 768<<20)
+	release, err := l.acquire(ctx, "uid 1000", true, "big", 768<<20)
 	require.NoError(t, err)
 	bigDone := make(chan func(), 1)
 	go func() {
-		r, err := l.acquire(ctx, "big", 768<<20)
+		r, err := l.acquire(ctx, "uid 1000", true, "big", 768<<20)
 		assert.NoError(t, err)
 		bigDone <- r
 	}()
 	require.Eventually(t, func() bool { _, w, _ := l.state(); return w == 1 }, 5*time.Second, 5*time.Millisecond)
 	short, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
 	defer cancel()
-	_, err = l.acquire(short, "small", 128<<20)
+	_, err = l.acquire(short, "uid 1000", true, "small", 128<<20)
 	require.ErrorIs(t, err, context.DeadlineExceeded, "128MiB would fit, but a call queued before it does not")
 
 	smallDone := make(chan func(), 1)
 	go func() {
-		r, err := l.acquire(ctx, "small", 128<<20)
+		r, err := l.acquire(ctx, "uid 1000", true, "small", 128<<20)
 		assert.NoError(t, err)
 		smallDone <- r
 	}()
@@ -259,9 +385,89 @@ func TestMemoryQueueIsStrict(t *testing.T) {
 
 	require.EqualError(t, &ErrBusy{Cap: 4, Wait: time.Second, MemoryCap: 1 << 30, Memory: 768 << 20, Need: 128 << 20},
 		"busy: running calls hold 768MiB of the daemon's --max-memory 1GiB and a call queued before this one (128MiB) needs more than is free; not enough freed within 1s (--queue-wait); retry later")
-	_, err = l.acquire(ctx, "huge", 2<<30)
+	_, err = l.acquire(ctx, "uid 1000", true, "huge", 2<<30)
 	require.EqualError(t, err, `profile "huge": its memory limit of 2GiB per call is above the daemon's --max-memory 1GiB; use a profile with a smaller resources.memory`)
 	require.True(t, errdefs.IsResourceExhausted(err))
 	running, waiting, memory = l.state()
 	require.Equal(t, [3]int64{0, 0, 0}, [3]int64{int64(running), int64(waiting), memory})
+}
+
+// TestQueueFairBetweenOwners: with one slot held by owner A and 5 more
+// of A's calls queued, a call of owner B queued after them all starts at
+// the next release (B runs fewer calls), not behind A's queue; A's own
+// calls still start in the order they came. With a strict FIFO, B waited
+// for all of A's calls and, past the queue wait, got 429 busy.
+func TestQueueFairBetweenOwners(t *testing.T) {
+	l := newLimiter(1, 0, 10*time.Second, 0)
+	ctx := context.Background()
+	first, err := l.acquire(ctx, "uid 1000", true, "", 0)
+	require.NoError(t, err)
+	started := make(chan string, 7)
+	releases := make(chan func(), 7)
+	call := func(owner, name string) {
+		r, err := l.acquire(ctx, owner, true, "", 0)
+		assert.NoError(t, err)
+		started <- name
+		releases <- r
+	}
+	for i := range 5 {
+		go call("uid 1000", fmt.Sprintf("A%d", i))
+		require.Eventually(t, func() bool { _, w, _ := l.state(); return w == i+1 }, 5*time.Second, time.Millisecond)
+	}
+	go call("uid 1001", "B")
+	require.Eventually(t, func() bool { _, w, _ := l.state(); return w == 6 }, 5*time.Second, time.Millisecond)
+
+	first()
+	var order []string
+	for range 6 {
+		order = append(order, <-started)
+		(<-releases)()
+	}
+	require.Equal(t, []string{"B", "A0", "A1", "A2", "A3", "A4"}, order)
+	running, waiting, _ := l.state()
+	require.Equal(t, [2]int{0, 0}, [2]int{running, waiting})
+	require.Empty(t, l.byOwner, "every owner's count went back to zero")
+	require.Empty(t, l.started, "nothing kept of an owner that neither runs nor queues a call")
+}
+
+// TestRunningCapPerOwner: with 4 slots and --max-running-per-uid 2, an
+// owner running 2 calls waits for one of its own to end, even with slots
+// free, and past the queue wait gets 429 naming it and the flag; its
+// waiting call holds no one else back (another owner's calls start), an
+// admin's calls (not capped) are held by the host-wide cap alone, and one
+// of its own ending lets its next start. Without it, one owner's calls
+// of a long timeout held every slot.
+func TestRunningCapPerOwner(t *testing.T) {
+	l := newLimiter(4, 0, time.Second, 2)
+	ctx := context.Background()
+	a1, err := l.acquire(ctx, "uid 1000", true, "", 0)
+	require.NoError(t, err)
+	a2, err := l.acquire(ctx, "uid 1000", true, "", 0)
+	require.NoError(t, err)
+	_, err = l.acquire(ctx, "uid 1000", true, "", 0)
+	require.EqualError(t, err, "busy: uid 1000 runs 2 calls already (the daemon's --max-running-per-uid) and none ended within 1s (--queue-wait); retry later")
+	requireBusy := func(err error) { require.True(t, errdefs.IsResourceExhausted(err), "%v", err) }
+	requireBusy(err)
+
+	a3 := make(chan func(), 1)
+	go func() {
+		r, err := l.acquire(ctx, "uid 1000", true, "", 0)
+		if err == nil {
+			a3 <- r
+		}
+		close(a3)
+	}()
+	require.Eventually(t, func() bool { _, w, _ := l.state(); return w == 1 }, 5*time.Second, time.Millisecond)
+	b1, err := l.acquire(ctx, "uid 1001", true, "", 0)
+	require.NoError(t, err, "another owner's call passes the capped owner's waiting one")
+	root, err := l.acquire(ctx, "uid 0", false, "", 0)
+	require.NoError(t, err, "an admin is held by the host-wide cap alone")
+	a1()
+	r, ok := <-a3
+	require.True(t, ok, "one of its own ended: its next starts")
+	for _, f := range []func(){r, a2, b1, root} {
+		f()
+	}
+	running, waiting, _ := l.state()
+	require.Equal(t, [2]int{0, 0}, [2]int{running, waiting})
 }

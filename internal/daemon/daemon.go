@@ -38,6 +38,9 @@ type Config struct {
 	// for a slot.
 	MaxRunning int
 	QueueWait  time.Duration
+	// MaxRunningPerUID caps the calls one owner runs at once
+	// (Options.MaxRunningPerUID); 0 for none.
+	MaxRunningPerUID int
 	// Grace is how long SIGTERM waits for calls in flight before
 	// canceling them.
 	Grace time.Duration
@@ -52,6 +55,10 @@ type Config struct {
 	// MaxConnections caps the connections open at once; 0 means
 	// DefaultMaxConnections.
 	MaxConnections int
+	// MaxConnectionsPerUID caps the connections one owner holds open at
+	// once: a uid but the admins', in Pod mode a Pod (Server.connOwner); 0
+	// for none.
+	MaxConnectionsPerUID int
 	// MaxKeptPatchBytes caps the bytes of one Pod's kept patches in Pod
 	// mode (Options.MaxKeptPatchBytes); 0 for none.
 	MaxKeptPatchBytes int64
@@ -233,7 +240,7 @@ func Run(ctx context.Context, cfg Config, newBackend func(context.Context) (Back
 	if err := b.Recover(ctx); err != nil {
 		fmt.Fprintf(cfg.Log, "corral daemon: sweeping what a crash left: %v\n", err)
 	}
-	srv, err := NewServer(b, Options{Version: cfg.Version, AdminGID: adminGID, MaxRunning: cfg.MaxRunning, QueueWait: cfg.QueueWait,
+	srv, err := NewServer(b, Options{Version: cfg.Version, AdminGID: adminGID, MaxRunning: cfg.MaxRunning, QueueWait: cfg.QueueWait, MaxRunningPerUID: cfg.MaxRunningPerUID,
 		DefaultIdleTTL: cfg.IdleTTL, MaxSessionsPerUID: cfg.MaxSessionsPerUID, MaxSessions: cfg.MaxSessions, MaxMemory: cfg.MaxMemory,
 		MaxKeptPatchBytes: cfg.MaxKeptPatchBytes, KeptPatchRetention: cfg.KeptPatchRetention,
 		StateDir: cfg.StateDir, KubeletRoot: cfg.KubeletRoot, Log: cfg.Log})
@@ -258,7 +265,7 @@ func Run(ctx context.Context, cfg Config, newBackend func(context.Context) (Back
 	if cfg.MaxConnections <= 0 {
 		cfg.MaxConnections = DefaultMaxConnections
 	}
-	l = limitConns(l, cfg.MaxConnections)
+	l = limitConns(l, cfg.MaxConnections, cfg.MaxConnectionsPerUID, srv.connOwner)
 	// Calls derive their context from calls: canceled after the grace.
 	calls, cancelCalls := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelCalls()
@@ -355,7 +362,8 @@ func capsOf(cfg Config) string {
 		return f(n)
 	}
 	count := func(n int64) string { return strconv.FormatInt(n, 10) }
-	return fmt.Sprintf("%d calls at once, memory of running calls %s, sessions %s, per owner %s, connections %d, kept patches per owner %s",
-		cfg.MaxRunning, orNoCap(cfg.MaxMemory, size), orNoCap(int64(cfg.MaxSessions), count),
-		orNoCap(int64(cfg.MaxSessionsPerUID), count), cfg.MaxConnections, orNoCap(cfg.MaxKeptPatchBytes, size))
+	return fmt.Sprintf("%d calls at once, per owner %s, memory of running calls %s, sessions %s, per owner %s, connections %d, per owner %s, kept patches per owner %s",
+		cfg.MaxRunning, orNoCap(int64(cfg.MaxRunningPerUID), count), orNoCap(cfg.MaxMemory, size), orNoCap(int64(cfg.MaxSessions), count),
+		orNoCap(int64(cfg.MaxSessionsPerUID), count), cfg.MaxConnections, orNoCap(int64(cfg.MaxConnectionsPerUID), count),
+		orNoCap(cfg.MaxKeptPatchBytes, size))
 }

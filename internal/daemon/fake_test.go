@@ -26,7 +26,7 @@ import (
 
 // fakeBackend is an in-memory Backend: sessions hold files; exec knows a
 // few commands (echo, sh is refused, sleep waits for its context, flood
-// writes a lot).
+// writes a lot); Create panics for the profile "panic".
 type fakeBackend struct {
 	mu       sync.Mutex
 	sessions map[string]*fakeSession
@@ -82,6 +82,9 @@ func (f *fakeBackend) Sessions(context.Context) ([]api.Session, error) {
 }
 
 func (f *fakeBackend) Create(_ context.Context, c CreateConfig) (api.Session, error) {
+	if c.Profile == "panic" {
+		panic("the backend panicked")
+	}
 	if c.Profile == "missing" {
 		return api.Session{}, fmt.Errorf("profile %q: %w", c.Profile, errdefs.ErrNotFound)
 	}

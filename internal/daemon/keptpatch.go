@@ -58,11 +58,18 @@ func (e *ErrPatchBudget) Error() string {
 func (e *ErrPatchBudget) Unwrap() error { return errdefs.ErrResourceExhausted }
 
 // Why a Pod's session ends without discard, as audited; "" is the Pod's
-// own DELETE, which the caller answers for.
+// own DELETE, which the caller answers for. A DELETE and a prune are
+// requests, whose caller can be answered: they are sized against
+// --max-kept-patch-bytes (asked); an idle expiry is not.
 const (
 	endByDelete = ""
+	endByPrune  = "pruned on request (POST /v1/sessions/prune)"
 	endByIdle   = "idle past its TTL"
 )
+
+// asked reports whether an end for reason is a caller's request, refused
+// rather than kept over the budget.
+func asked(reason string) bool { return reason == endByDelete || reason == endByPrune }
 
 // keptBytes returns the bytes of Pod uid's kept patches (every .patch
 // under STATE_DIR/patches/<uid>, pending ends included).
@@ -108,7 +115,8 @@ func (s *Server) overBudget(uid string) error {
 }
 
 // endOwnSession ends Pod rec.Pod's session id without discard (its
-// DELETE when reason is endByDelete, else the daemon's: reason says why)
+// DELETE when reason is endByDelete, a prune it asked for when
+// endByPrune, else the daemon's: reason says why)
 // and keeps its patch with the Pod's kept patches (endPodSession). A
 // DELETE whose patch would put the Pod over --max-kept-patch-bytes is
 // refused first, nothing removed; an end no one is asked about keeps the
@@ -118,7 +126,7 @@ func (s *Server) endOwnSession(ctx context.Context, rec ownerRecord, id, reason 
 	s.patchesMu.Lock()
 	defer s.patchesMu.Unlock()
 	budget := s.opt.MaxKeptPatchBytes
-	if budget > 0 && reason == endByDelete {
+	if budget > 0 && asked(reason) {
 		need, err := s.b.KeptPatchSize(ctx, id)
 		if err != nil {
 			return api.Removed{}, fmt.Errorf("sizing its patch against the daemon's --max-kept-patch-bytes: %w", err)
@@ -144,7 +152,7 @@ func (s *Server) endOwnSession(ctx context.Context, rec ownerRecord, id, reason 
 		return rm, kerr
 	}
 	// Kept over the budget (an end no one could be asked about, or a
-	// write between the DELETE's sizing and the end): recorded, never
+	// write between the request's sizing and the end): recorded, never
 	// lost; the Pod's creations are refused until it is under.
 	fmt.Fprintf(s.opt.Log, "corral daemon: %s: its kept patches hold %s, over --max-kept-patch-bytes %s (session %s's patch kept); its new sessions are refused until it removes kept patches\n",
 		rec.owner(), size(kept), size(budget), id)

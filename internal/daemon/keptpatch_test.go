@@ -232,3 +232,86 @@ func TestPodModeOwnEndKilledAtEveryStep(t *testing.T) {
 		})
 	}
 }
+
+// TestPodModePruneIsSizedLikeDelete: a Pod's own POST
+// /v1/sessions/prune is a request like its DELETE, so a patch that would
+// pass --max-kept-patch-bytes is refused there too (the session stays,
+// nothing removed), and what it does end is audited as the owner's
+// prune, not as an idle expiry. Before, prune ended its sessions as the
+// idle timer does: kept whatever their size, the budget's refusal
+// bypassed, and audited "idle past its TTL".
+func TestPodModePruneIsSizedLikeDelete(t *testing.T) {
+	root := kubeletRoot(t)
+	var state string
+	const budget = 400
+	e := newEnv(t, func(o *Options) { o.KubeletRoot = root; state = o.StateDir; o.MaxKeptPatchBytes = budget })
+	e.fake.patchDir = filepath.Join(state, "patches")
+	ctx := context.Background()
+	a, _ := e.client("1000:1000::" + podA)
+	vol := &api.Volume{Name: "work", SubPath: "repo"}
+
+	small, err := a.CreateSession(ctx, api.CreateSession{Volume: vol})
+	require.NoError(t, err)
+	_, err = a.Write(ctx, small.ID, api.Write{Path: "openwiki/a.md", Content: "small\n"})
+	require.NoError(t, err)
+	big, err := a.CreateSession(ctx, api.CreateSession{Volume: vol})
+	require.NoError(t, err)
+	_, err = a.Write(ctx, big.ID, api.Write{Path: "openwiki/b.md", Content: strings.Repeat("x", 600) + "\n"})
+	require.NoError(t, err)
+
+	out, err := a.Prune(ctx, "0s")
+	require.Error(t, err, "the big session's patch would pass the budget")
+	require.Contains(t, err.Error(), "--max-kept-patch-bytes")
+	require.Nil(t, out)
+	still, err := a.Session(ctx, big.ID)
+	require.NoError(t, err, "the over-budget session stays")
+	require.Equal(t, big.ID, still.ID)
+	kept, err := e.srv.keptBytes(podA)
+	require.NoError(t, err)
+	require.LessOrEqual(t, kept, int64(budget), "prune kept no patch over the budget")
+	_, err = a.CreateSession(ctx, api.CreateSession{Volume: vol})
+	require.NoError(t, err, "the Pod is not over budget")
+	_, err = a.Session(ctx, small.ID)
+	requireKind(t, err, api.KindNotFound, 404)
+	mine, err := a.Patches(ctx)
+	require.NoError(t, err)
+	require.Len(t, mine, 1, "the small session's patch is kept")
+	require.Equal(t, small.ID, mine[0].ID)
+	require.Contains(t, e.fake.audited, audit.Event(&audit.SessionEnded{Reason: endByPrune, Pod: podA, Patch: mine[0].Path, Files: []string{"openwiki/a.md"}}))
+	for _, ev := range e.fake.audited {
+		if se, ok := ev.(*audit.SessionEnded); ok {
+			require.NotEqual(t, endByIdle, se.Reason, "a prune the Pod asked for is not an idle expiry")
+		}
+	}
+}
+
+// TestPodModePatchGoneMidFetch: a kept patch whose file goes between the
+// listing and the read (the retention sweep or its owner's DELETE racing
+// a GET) answers 404 like a patch that does not exist, not a 500 naming
+// the node's state directory; a patch that is there is served whole.
+func TestPodModePatchGoneMidFetch(t *testing.T) {
+	root := kubeletRoot(t)
+	var state string
+	e := newEnv(t, func(o *Options) { o.KubeletRoot = root; state = o.StateDir })
+	e.fake.patchDir = filepath.Join(state, "patches")
+	ctx := context.Background()
+	a, _ := e.client("1000:1000::" + podA)
+	s, err := a.CreateSession(ctx, api.CreateSession{Volume: &api.Volume{Name: "work"}})
+	require.NoError(t, err)
+	big := strings.Repeat("line of a large patch\n", 50000)
+	_, err = a.Write(ctx, s.ID, api.Write{Path: "openwiki/a.md", Content: big})
+	require.NoError(t, err)
+	rm, err := a.RemoveSession(ctx, s.ID)
+	require.NoError(t, err)
+	got, err := a.PodPatch(ctx, s.ID)
+	require.NoError(t, err)
+	want, err := os.ReadFile(rm.Patch)
+	require.NoError(t, err)
+	require.Equal(t, string(want), string(got))
+
+	require.NoError(t, os.Remove(rm.Patch)) // as a sweep between list and read
+	_, err = a.PodPatch(ctx, s.ID)
+	requireKind(t, err, api.KindNotFound, 404)
+	require.EqualError(t, err, "patch "+s.ID+": not found")
+	require.NotContains(t, err.Error(), state)
+}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"net/http"
 	"os"
@@ -377,14 +378,29 @@ func (s *Server) getPatch(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	var data []byte
-	if pp.Path != "" {
-		if data, err = os.ReadFile(pp.Path); err != nil {
-			s.fail(w, r, fmt.Errorf("patch %s: %w", id, err))
-			return
-		}
+	if pp.Path == "" {
+		writeText(w, api.MediaPatch, nil)
+		return
 	}
-	writeText(w, api.MediaPatch, data)
+	// Streamed from the file, never read whole: a patch can be as large
+	// as a session's write area, and a Pod may ask for it many times at
+	// once. A patch removed meanwhile (the retention sweep, its owner's
+	// DELETE) is one that does not exist.
+	f, err := os.Open(pp.Path)
+	if errors.Is(err, fs.ErrNotExist) {
+		s.fail(w, r, fmt.Errorf("patch %s: %w", id, errdefs.ErrNotFound))
+		return
+	}
+	if err != nil {
+		s.fail(w, r, fmt.Errorf("patch %s: %w", id, err))
+		return
+	}
+	defer f.Close()
+	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(answerWrite))
+	w.Header().Set("Content-Type", api.MediaPatch)
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(http.StatusOK)
+	_, _ = io.Copy(w, f)
 }
 
 // WatchPods ends the sessions of each owner Pod when the kubelet removes

@@ -51,6 +51,11 @@ type Options struct {
 	// QueueWait is how long a call over it waits for a slot.
 	MaxRunning int
 	QueueWait  time.Duration
+	// MaxRunningPerUID caps the calls one owner runs at once (the owners
+	// MaxSessionsPerUID counts: every uid but root, in Pod mode every Pod
+	// but the admins), so that one owner's long calls never hold every
+	// slot; 0 for no cap.
+	MaxRunningPerUID int
 	// DefaultIdleTTL is a new session's idle TTL when its request names
 	// none.
 	DefaultIdleTTL time.Duration
@@ -134,7 +139,7 @@ func NewServer(b Backend, opt Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{opt: opt, b: b, owners: o, lim: newLimiter(opt.MaxRunning, opt.MaxMemory, opt.QueueWait),
+	s := &Server{opt: opt, b: b, owners: o, lim: newLimiter(opt.MaxRunning, opt.MaxMemory, opt.QueueWait, opt.MaxRunningPerUID),
 		mux: http.NewServeMux(), now: time.Now, creating: map[string]int{}}
 	if opt.KubeletRoot != "" {
 		if !filepath.IsAbs(opt.KubeletRoot) {
@@ -156,18 +161,51 @@ func NewServer(b Backend, opt Options) (*Server, error) {
 func ConnContext(ctx context.Context, c net.Conn) context.Context { return withPeer(ctx, c) }
 
 // ConnContext is http.Server.ConnContext for s: ConnContext, and in Pod
-// mode the peer's Pod (package kubepod), read once per connection.
+// mode the peer's Pod (package kubepod), read once per connection (by
+// the connection cap when it read it at accept: connOwner).
 func (s *Server) ConnContext(ctx context.Context, c net.Conn) context.Context {
-	ctx = withPeer(ctx, c)
-	if !s.podMode() {
-		return ctx
+	if cc, ok := c.(*countedConn); ok && cc.l.ownerOf != nil {
+		if !cc.peerOK {
+			return ctx
+		}
+		return context.WithValue(ctx, peerKey{}, cc.peer)
 	}
-	p, ok := peerOf(ctx)
+	p, ok := s.identify(c)
 	if !ok {
 		return ctx
 	}
-	p.Pod, p.PodErr = podOf(c, p)
 	return context.WithValue(ctx, peerKey{}, p)
+}
+
+// identify reads c's caller: SO_PEERCRED and SO_PEERGROUPS, and in Pod
+// mode its Pod; ok false when the credentials could not be read.
+func (s *Server) identify(c net.Conn) (Peer, bool) {
+	p, ok := peerOf(withPeer(context.Background(), c))
+	if !ok || !s.podMode() {
+		return p, ok
+	}
+	p.Pod, p.PodErr = podOf(c, p)
+	return p, true
+}
+
+// connOwner is the connection cap's ownerOf (--max-connections-per-uid):
+// c's caller and the owner its connections count against — "uid N", or
+// in Pod mode "pod:UID" for a caller in a Pod — capped false for the
+// daemon's admins (root, the admin group; in Pod mode root in no Pod and
+// the daemon's own Pod), so that no caller can lock them out. A caller
+// whose credentials or Pod could not be read is counted by uid: its
+// requests are refused, its connections still held.
+func (s *Server) connOwner(c net.Conn) (p Peer, ok bool, owner string, capped bool) {
+	p, ok = s.identify(c)
+	switch {
+	case !ok:
+		return p, false, "an unidentified caller", true
+	case s.podMode() && p.PodErr == nil && p.Pod != "":
+		return p, true, "pod:" + p.Pod, p.Pod != s.ownPod
+	case s.podMode():
+		return p, true, fmt.Sprintf("uid %d", p.UID), p.PodErr != nil || p.UID != 0
+	}
+	return p, true, fmt.Sprintf("uid %d", p.UID), !s.admin(p)
 }
 
 // podMode reports whether the server serves Pods (Options.KubeletRoot).
@@ -498,6 +536,7 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	defer release() // given back once (acquire's release): a panic too
 	sess, err := s.b.Create(r.Context(), cfg)
 	release()
 	if err != nil {
@@ -735,7 +774,7 @@ func (s *Server) remove(w http.ResponseWriter, r *http.Request) {
 
 // removeSession removes session id, keeping its change set unless
 // discard; a Pod's kept patch goes with its Pod's (endOwnSession), why
-// saying who ended it (endByDelete, endByIdle).
+// saying who ended it (endByDelete, endByPrune, endByIdle).
 func (s *Server) removeSession(ctx context.Context, id string, discard bool, why string) (api.Removed, error) {
 	if rec := s.owners.get(id); !discard && s.podMode() && rec.Pod != "" {
 		return s.endOwnSession(ctx, rec, id, why)
@@ -769,7 +808,7 @@ func (s *Server) prune(w http.ResponseWriter, r *http.Request) {
 	}
 	out, err := s.pruneSessions(r.Context(), list, func(api.Session) time.Duration {
 		return idleFor
-	}, req.IdleFor != "")
+	}, req.IdleFor != "", endByPrune)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -778,8 +817,10 @@ func (s *Server) prune(w http.ResponseWriter, r *http.Request) {
 }
 
 // pruneSessions removes the sessions of list idle for at least their
-// threshold: limit's answer when useLimit, else their own TTL.
-func (s *Server) pruneSessions(ctx context.Context, list []api.Session, limit func(api.Session) time.Duration, useLimit bool) (api.Pruned, error) {
+// threshold: limit's answer when useLimit, else their own TTL; why says
+// who ends them (endByPrune: a caller's request, answered as a DELETE
+// is; endByIdle: the daemon's timer).
+func (s *Server) pruneSessions(ctx context.Context, list []api.Session, limit func(api.Session) time.Duration, useLimit bool, why string) (api.Pruned, error) {
 	out := api.Pruned{Pruned: []api.Removed{}}
 	now := s.now()
 	var errs []error
@@ -791,7 +832,7 @@ func (s *Server) pruneSessions(ctx context.Context, list []api.Session, limit fu
 		if now.Sub(sess.LastUsed) < threshold {
 			continue
 		}
-		rm, err := s.removeSession(ctx, sess.ID, false, endByIdle)
+		rm, err := s.removeSession(ctx, sess.ID, false, why)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("session %s: %w", sess.ID, err))
 			continue
@@ -811,7 +852,7 @@ func (s *Server) PruneExpired(ctx context.Context) (api.Pruned, error) {
 	for i := range all {
 		all[i] = s.annotate(all[i])
 	}
-	return s.pruneSessions(ctx, all, nil, false)
+	return s.pruneSessions(ctx, all, nil, false, endByIdle)
 }
 
 // ForgetMissing drops owner records of sessions that no longer exist.
@@ -860,7 +901,8 @@ func (s *Server) check(w http.ResponseWriter, r *http.Request) {
 // slot takes a slot of the host-wide caps for a call of session id that
 // runs a container, reserving the memory limit of the session's
 // containers (Backend.CallMemory); id "" is a creation, which reserves
-// none. Over the caps for the whole queue wait it answers 429 busy.
+// none. The queue is fair between the callers' owners (ownerKey). Over
+// the caps for the whole queue wait it answers 429 busy.
 func (s *Server) slot(w http.ResponseWriter, r *http.Request, id string) (func(), bool) {
 	var profile string
 	var memory int64
@@ -871,7 +913,8 @@ func (s *Server) slot(w http.ResponseWriter, r *http.Request, id string) (func()
 			return nil, false
 		}
 	}
-	release, err := s.lim.acquire(r.Context(), profile, memory)
+	p, _ := peerOf(r.Context())
+	release, err := s.lim.acquire(r.Context(), ownerKey(p), s.ownerCapped(p), profile, memory)
 	if err != nil {
 		s.fail(w, r, err)
 		return nil, false
