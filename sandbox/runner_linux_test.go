@@ -34,8 +34,10 @@ func TestSendToStartedContainer(t *testing.T) {
 			got <- nil
 			return
 		}
-		defer f.Close()
 		data, _ := io.ReadAll(f)
+		// Closed before the test goes on: a reader still open would
+		// take the next send, which must find none.
+		f.Close()
 		got <- data
 	}()
 	require.NoError(t, c.send(want))

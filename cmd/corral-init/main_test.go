@@ -127,9 +127,11 @@ func TestFIFORequest(t *testing.T) {
 	select {
 	case err := <-done:
 		t.Fatalf("corral-init ended before its request: %v: %s", err, out.String())
-	case <-time.After(700 * time.Millisecond):
+	case <-time.After(3500 * time.Millisecond):
 	}
-	data, err := initctl.Encode(initctl.Request{Mode: initctl.Exec, Argv: []string{"sh", "-c", "sleep 0.1; echo ran"}, DeadlineMS: 500})
+	// A deadline with room for a loaded machine's sh (500 ms was passed
+	// at load 20 on two cores), still shorter than the wait above.
+	data, err := initctl.Encode(initctl.Request{Mode: initctl.Exec, Argv: []string{"sh", "-c", "sleep 0.1; echo ran"}, DeadlineMS: 3000})
 	require.NoError(t, err)
 	// What the supervisor does (sandbox's container.send): a writer's
 	// open that fails with ENXIO unless a reader waits.
