@@ -361,9 +361,10 @@ func throughput(k int, d time.Duration, fn func(i int) error) float64 {
 }
 
 // TestThroughputChild is the supervisor process of BenchmarkCompare's
-// concurrency row: 8 sessions, one caller each, for CORRAL_BENCH_DUR;
-// it prints "rate RSS" (invocations/s, peak RSS in MiB). It runs only as
-// that child.
+// concurrency row: 8 sessions, one caller each, for CORRAL_BENCH_DUR, on
+// the runtime $CORRAL_BENCH_RUNTIME ("" is the default, runc); it prints
+// "rate RSS" (invocations/s, peak RSS in MiB). It runs only as that child
+// (or, with CORRAL_BENCH_CHILD_REPO set by hand, as a load of its own).
 func TestThroughputChild(t *testing.T) {
 	repo := os.Getenv("CORRAL_BENCH_CHILD_REPO")
 	if repo == "" {
@@ -371,9 +372,10 @@ func TestThroughputChild(t *testing.T) {
 	}
 	dur, err := time.ParseDuration(os.Getenv("CORRAL_BENCH_DUR"))
 	require.NoError(t, err)
+	rt := os.Getenv("CORRAL_BENCH_RUNTIME")
 	var sessions []*sandbox.Session
 	for i := 0; i < 8; i++ {
-		s := newSessionB(t, repo)
+		s := newSessionB(t, repo, func(c *sandbox.Config) { c.Runtime = rt })
 		require.NoError(t, execArgv(s, "ls")())
 		s.Idle()
 		sessions = append(sessions, s)

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/corral-sandbox/corral/sandbox/api"
+	"github.com/moby/sys/mountinfo"
 	"github.com/stretchr/testify/require"
 )
 
@@ -258,5 +259,79 @@ func TestDaemonRunningPerUID(t *testing.T) {
 	require.NoError(t, json.Unmarshal(o.Result, &res))
 	require.Equal(t, "# r\n", string(res.Stdout))
 	t.Logf("uid 1234's call ran in %s beside nobody's long calls", time.Since(start))
+	d.stop(true)
+}
+
+// TestDaemonWriteAreaPerUID: a real daemon with --max-write-area-per-uid
+// 300MiB. Another uid (nobody, through SO_PEERCRED) names a profile file
+// whose write_area is 128MiB: two writable sessions are made, each with a
+// 128MiB tmpfs on the host; the third is refused (422 naming the figures
+// and the flag) and mounts nothing; a read-only session (no write area)
+// still is made; once one session is removed, a writable one fits again.
+// Before the cap a uid's profile could hold write_area 16GiB of host
+// memory per session, --max-sessions-per-uid times over (red team).
+func TestDaemonWriteAreaPerUID(t *testing.T) {
+	state, sock := daemonDirs(t)
+	d := startDaemon(t, state, sock, "--max-write-area-per-uid", "300MiB")
+	bin := daemonClientPath(t)
+	repo := openRepo(t, map[string]string{"README.md": "# r\n"})
+	docs, err := os.ReadFile(filepath.Join("..", "profiles", "builtin", "docs.yaml"))
+	require.NoError(t, err)
+	big := strings.NewReplacer("name: docs", "name: big", "write_area: 64MiB", "write_area: 128MiB").Replace(string(docs))
+	require.Contains(t, big, "write_area: 128MiB")
+	profDir, err := os.MkdirTemp("", "corral-it-prof-")
+	require.NoError(t, err)
+	t.Cleanup(func() { os.RemoveAll(profDir) })
+	require.NoError(t, os.Chmod(profDir, 0o755))
+	prof := filepath.Join(profDir, "big.yaml")
+	require.NoError(t, os.WriteFile(prof, []byte(big), 0o644))
+
+	// areas lists the sizes (bytes) of the write-area tmpfs mounts under
+	// the state directory.
+	areas := func() []string {
+		ms, err := mountinfo.GetMounts(mountinfo.PrefixFilter(state))
+		require.NoError(t, err)
+		var sizes []string
+		for _, m := range ms {
+			if m.FSType != "tmpfs" {
+				continue
+			}
+			for _, o := range strings.Split(m.VFSOptions, ",") {
+				if v, ok := strings.CutPrefix(o, "size="); ok {
+					sizes = append(sizes, v)
+				}
+			}
+		}
+		return sizes
+	}
+	create := func(readOnly bool) dcOutput {
+		ro := "false"
+		if readOnly {
+			ro = "true"
+		}
+		return asUID(t, bin, 65534, 65534, sock, "create-json", `{"repo":"`+repo+`","read_only":`+ro+`,"profile":"`+prof+`"}`)
+	}
+	var ids []string
+	for range 2 {
+		o := create(false)
+		require.Empty(t, o.Kind, o.Message)
+		var s api.Session
+		require.NoError(t, json.Unmarshal(o.Result, &s))
+		ids = append(ids, s.ID)
+	}
+	require.Equal(t, []string{"131072k", "131072k"}, areas(), "two 128MiB write areas on the host")
+	o := create(false)
+	require.Equal(t, api.KindLimit, o.Kind, o.Message)
+	require.Equal(t, 422, o.Status)
+	require.Equal(t, "write areas of uid 65534: 256MiB held, and this session's 128MiB would pass the daemon's --max-write-area-per-uid 300MiB; remove a session first, or use a profile with a smaller write_area (or a read-only session)", o.Message)
+	require.Len(t, areas(), 2, "a refused creation mounts nothing")
+	o = create(true)
+	require.Empty(t, o.Kind, "a read-only session holds no write area: %s", o.Message)
+	require.Equal(t, 422, create(false).Status)
+
+	rm := asUID(t, bin, 65534, 65534, sock, "remove", ids[0])
+	require.Empty(t, rm.Kind, rm.Message)
+	o = create(false)
+	require.Empty(t, o.Kind, "a removed session gives its write area back: %s", o.Message)
 	d.stop(true)
 }

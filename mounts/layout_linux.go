@@ -15,6 +15,7 @@ import (
 
 	"github.com/containerd/containerd/v2/core/mount"
 	"github.com/containerd/errdefs"
+	"github.com/corral-sandbox/corral/internal/fscred"
 	"github.com/corral-sandbox/corral/internal/rootfs"
 	"github.com/corral-sandbox/corral/mounts/hidden"
 	"github.com/moby/sys/mountinfo"
@@ -51,6 +52,13 @@ type Plan struct {
 	// Pod whose state directory is a Bidirectional hostPath (a private
 	// mount's children never reach the node; mount_namespaces(7)).
 	Shared bool
+	// CopyAs, when set, are the file-system credentials with which
+	// Prepare reads what it copies out of the repository (the write
+	// directory's base, or the page): the launcher's caller, so that the
+	// copy takes only what the caller may read, judged by the kernel at
+	// the open itself (no check that a swap could outrun). nil: the
+	// process's own. Nothing else is read with them.
+	CopyAs *fscred.Creds
 }
 
 // Layout is the host side of one session, every path under Dir (0700).
@@ -698,30 +706,47 @@ func (l *Layout) mirrorDir(repo *rootfs.Dir, rel string) error {
 
 // copyPage copies the assigned page from the view (under
 // rootfs.NoSymlinks: the page and every parent must be real) into the
-// write area, owned by UID:GID.
+// write area, owned by UID:GID. With Plan.CopyAs the page is opened with
+// those credentials (package fscred): a page they may not read is
+// refused (errdefs.ErrPermissionDenied), whatever was checked before.
 func (l *Layout) copyPage() error {
+	// The view's root is opened as the process: the way to it is the
+	// state directory's (root's alone); below it, CopyAs's.
 	view, err := rootfs.OpenRoot(l.View)
 	if err != nil {
 		return err
 	}
 	defer view.Close()
-	src, _, err := view.OpenFile(l.Plan.Page, rootfs.NoSymlinks)
-	if errors.Is(err, rootfs.ErrNotRegular) {
-		return fmt.Errorf("%w: the page %s is not a regular file", errdefs.ErrFailedPrecondition, l.Plan.Page)
+	return fscred.Split(l.Plan.CopyAs, func(asRoot func(func() error) error) error {
+		src, _, err := view.OpenFile(l.Plan.Page, rootfs.NoSymlinks)
+		if errors.Is(err, rootfs.ErrNotRegular) {
+			return fmt.Errorf("%w: the page %s is not a regular file", errdefs.ErrFailedPrecondition, l.Plan.Page)
+		}
+		if err != nil {
+			return l.copyError("reading the page "+l.Plan.Page, err)
+		}
+		defer src.Close()
+		return asRoot(func() error {
+			dst, err := os.OpenFile(l.PageCopy, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+			if err != nil {
+				return err
+			}
+			defer dst.Close()
+			if _, err := io.Copy(dst, src); err != nil {
+				return fmt.Errorf("copying the page: %w", err)
+			}
+			return dst.Chown(l.Plan.UID, l.Plan.GID)
+		})
+	})
+}
+
+// copyError is err of reading what the copy takes from the view; one
+// Plan.CopyAs may not read is errdefs.ErrPermissionDenied, naming it.
+func (l *Layout) copyError(what string, err error) error {
+	if c := l.Plan.CopyAs; c != nil && (errors.Is(err, unix.EACCES) || errors.Is(err, unix.EPERM)) {
+		return fmt.Errorf("%s: %w: uid %d (the caller) may not read it: %w", what, errdefs.ErrPermissionDenied, c.UID, err)
 	}
-	if err != nil {
-		return fmt.Errorf("reading the page %s: %w", l.Plan.Page, err)
-	}
-	defer src.Close()
-	dst, err := os.OpenFile(l.PageCopy, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
-	if err != nil {
-		return err
-	}
-	defer dst.Close()
-	if _, err := io.Copy(dst, src); err != nil {
-		return fmt.Errorf("copying the page: %w", err)
-	}
-	return dst.Chown(l.Plan.UID, l.Plan.GID)
+	return fmt.Errorf("%s: %w", what, err)
 }
 
 // makeUpper makes the write area's upper and work directories; the merged
@@ -738,7 +763,12 @@ func (l *Layout) makeUpper() error {
 // copyBase copies directories, regular files and symlinks from the view's
 // WriteDir (where hidden paths are already absent; rootfs.Walk, never
 // through a link) to the base, owned by UID:GID. Other file types are
-// skipped. A missing WriteDir gives an empty base.
+// skipped. A missing WriteDir gives an empty base. With Plan.CopyAs every
+// source is opened, listed and read with those credentials (package
+// fscred) while the base is written with the process's own: a directory
+// or file they may not read fails the copy (errdefs.ErrPermissionDenied),
+// so what the copy takes is what they could read at the moment it took
+// it, whatever was checked before.
 func (l *Layout) copyBase() error {
 	uid, gid := l.Plan.UID, l.Plan.GID
 	if err := os.Chown(l.Base, uid, gid); err != nil {
@@ -747,59 +777,65 @@ func (l *Layout) copyBase() error {
 	if err := os.Chmod(l.Base, 0o755); err != nil {
 		return err
 	}
-	view, err := rootfs.OpenRoot(l.View)
+	view, err := rootfs.OpenRoot(l.View) // as copyPage's
 	if err != nil {
 		return err
 	}
 	defer view.Close()
-	src, err := view.OpenDir(l.Plan.WriteDir, rootfs.NoSymlinks)
-	if errors.Is(err, unix.ENOENT) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	defer src.Close()
-	start := src.Rel()
-	return rootfs.Walk(src, rootfs.Visitor{Entry: func(d *rootfs.Dir, e fs.DirEntry) error {
-		rel := strings.TrimPrefix(d.Join(e.Name()), start+"/")
-		out := filepath.Join(l.Base, filepath.FromSlash(rel))
-		st, err := d.Lstat(e.Name(), rootfs.NoSymlinks)
-		if err != nil {
-			return err
+	return fscred.Split(l.Plan.CopyAs, func(asRoot func(func() error) error) error {
+		src, err := view.OpenDir(l.Plan.WriteDir, rootfs.NoSymlinks)
+		if errors.Is(err, unix.ENOENT) {
+			return nil
 		}
-		switch st.Mode & unix.S_IFMT {
-		case unix.S_IFDIR:
-			if err := os.Mkdir(out, os.FileMode(st.Mode&0o777)); err != nil {
-				return err
-			}
-		case unix.S_IFREG:
-			if err := copyRegular(d, e.Name(), &st, out); err != nil {
-				return err
-			}
-		case unix.S_IFLNK:
-			target, err := d.Readlink(e.Name())
+		if err != nil {
+			return l.copyError(l.Plan.WriteDir, err)
+		}
+		defer src.Close()
+		start := src.Rel()
+		err = rootfs.Walk(src, rootfs.Visitor{Entry: func(d *rootfs.Dir, e fs.DirEntry) error {
+			rel := strings.TrimPrefix(d.Join(e.Name()), start+"/")
+			out := filepath.Join(l.Base, filepath.FromSlash(rel))
+			st, err := d.Lstat(e.Name(), rootfs.NoSymlinks)
 			if err != nil {
 				return err
 			}
-			if err := os.Symlink(target, out); err != nil {
-				return err
+			var write func() error
+			switch st.Mode & unix.S_IFMT {
+			case unix.S_IFDIR:
+				write = func() error { return os.Mkdir(out, os.FileMode(st.Mode&0o777)) }
+			case unix.S_IFREG:
+				in, _, err := d.OpenRegular(e.Name(), &st)
+				if err != nil {
+					return l.copyError(d.Join(e.Name()), err)
+				}
+				defer in.Close()
+				write = func() error { return copyRegular(in, &st, out) }
+			case unix.S_IFLNK:
+				target, err := d.Readlink(e.Name())
+				if err != nil {
+					return err
+				}
+				write = func() error { return os.Symlink(target, out) }
+			default:
+				return nil
 			}
-		default:
-			return nil
+			return asRoot(func() error {
+				if err := write(); err != nil {
+					return err
+				}
+				return os.Lchown(out, uid, gid)
+			})
+		}})
+		if err != nil && !errdefs.IsPermissionDenied(err) {
+			err = l.copyError("copying "+l.Plan.WriteDir, err)
 		}
-		return os.Lchown(out, uid, gid)
-	}})
+		return err
+	})
 }
 
-// copyRegular copies the regular file name of d (examined as st) to dst,
-// with its permission bits less the executable ones.
-func copyRegular(d *rootfs.Dir, name string, st *unix.Stat_t, dst string) error {
-	in, _, err := d.OpenRegular(name, st)
-	if err != nil {
-		return err
-	}
-	defer in.Close()
+// copyRegular copies in (a regular file examined as st) to dst, with its
+// permission bits less the executable ones.
+func copyRegular(in *os.File, st *unix.Stat_t, dst string) error {
 	out, err := os.OpenFile(dst, os.O_CREATE|os.O_EXCL|os.O_WRONLY, os.FileMode(st.Mode&0o666))
 	if err != nil {
 		return err

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/containerd/errdefs"
+	"github.com/corral-sandbox/corral/internal/fscred"
 	"github.com/corral-sandbox/corral/internal/names"
 	"github.com/corral-sandbox/corral/mounts/hidden"
 	"github.com/moby/sys/mountinfo"
@@ -570,4 +571,72 @@ func BenchmarkPrepare100k(b *testing.B) {
 	require.NoError(b, unix.Getrusage(unix.RUSAGE_SELF, &end))
 	b.ReportMetric(float64(end.Utime.Nano()-start.Utime.Nano())/float64(i), "user-ns/op")
 	b.ReportMetric(float64(end.Stime.Nano()-start.Stime.Nano())/float64(i), "sys-ns/op")
+}
+
+// TestCopyAsReadsAsTheCaller: with Plan.CopyAs the copy out of the
+// repository (the write directory's base, or the page) opens its sources
+// with the caller's credentials at the moment it copies: a file swapped,
+// just before the copy, for one the caller may not read (another user's
+// 0600, as a caller's check could not see coming) is refused
+// (errdefs.ErrPermissionDenied) and nothing of it is copied; the same
+// layout without the swap copies as before. Before, the copy ran as root
+// and took the swapped file.
+func TestCopyAsReadsAsTheCaller(t *testing.T) {
+	requireRoot(t)
+	const caller = 1000
+	for name, plan := range map[string]Plan{
+		"write dir": {WriteDir: "openwiki"},
+		"page":      {WriteDir: "openwiki", Page: "openwiki/pages/a.md"},
+	} {
+		for _, swap := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s swap=%v", name, swap), func(t *testing.T) {
+				repo := t.TempDir()
+				require.NoError(t, os.Chmod(repo, 0o755))
+				for p, c := range map[string]string{"openwiki/index.md": "# index\n", "openwiki/pages/a.md": "# a\n"} {
+					full := filepath.Join(repo, filepath.FromSlash(p))
+					require.NoError(t, os.MkdirAll(filepath.Dir(full), 0o755))
+					require.NoError(t, os.WriteFile(full, []byte(c), 0o644))
+					require.NoError(t, os.Chown(full, caller, caller))
+				}
+				hs, err := hidden.Compute(repo, hidden.Options{})
+				require.NoError(t, err)
+				plan.Repo, plan.AreaBytes, plan.AreaInodes, plan.UID, plan.GID = repo, 1<<20, 1000, 65534, 65534
+				plan.CopyAs = &fscred.Creds{UID: caller, GID: caller}
+				dir := filepath.Join(t.TempDir(), "layout")
+				t.Cleanup(func() { _, _ = Sweep(dir) })
+				at := "preparing the write area"
+				if plan.Page != "" {
+					at = "filling the write area's tmpfs"
+				}
+				l, err := prepare(dir, plan, hs, func(step string) error {
+					if step == at && swap {
+						// Another user's file, renamed over the page.
+						secret := filepath.Join(repo, "openwiki/pages/.s")
+						require.NoError(t, os.WriteFile(secret, []byte("SECRET\n"), 0o600))
+						require.NoError(t, os.Rename(secret, filepath.Join(repo, "openwiki/pages/a.md")))
+					}
+					return nil
+				})
+				if !swap {
+					require.NoError(t, err)
+					defer l.Close()
+					if plan.Page != "" {
+						data, err := os.ReadFile(l.PageCopy)
+						require.NoError(t, err)
+						require.Equal(t, "# a\n", string(data))
+					} else {
+						data, err := os.ReadFile(filepath.Join(l.Write, "pages/a.md"))
+						require.NoError(t, err)
+						require.Equal(t, "# a\n", string(data))
+					}
+					return
+				}
+				require.Error(t, err)
+				require.True(t, errdefs.IsPermissionDenied(err), "%v", err)
+				require.ErrorContains(t, err, "uid 1000 (the caller) may not read it")
+				require.ErrorContains(t, err, "openwiki/pages/a.md")
+				requireGone(t, dir)
+			})
+		}
+	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/containerd/containerd/v2/pkg/namespaces"
 	"github.com/containerd/errdefs"
 	"github.com/corral-sandbox/corral/audit"
+	"github.com/opencontainers/image-spec/identity"
 )
 
 // Config is the Executor's long-lived configuration, from the trusted
@@ -74,6 +75,8 @@ type Executor struct {
 	connMu sync.Mutex
 	client *containerd.Client
 	img    containerd.Image
+	// imgParent is img's chain ID (runtimeParts.parent).
+	imgParent string
 
 	initOnce sync.Mutex
 	init     string // see initBinary
@@ -260,6 +263,9 @@ func (e *Executor) Context(ctx context.Context) context.Context {
 type runtimeParts struct {
 	client *containerd.Client
 	image  containerd.Image
+	// parent is the image's chain ID: the snapshot of its unpacked
+	// layers, every container's snapshot's parent.
+	parent string
 	init   string
 }
 
@@ -281,9 +287,13 @@ func (e *Executor) runtime(ctx context.Context) (runtimeParts, error) {
 		if err != nil {
 			return runtimeParts{}, e.wrapContainerd("resolving the tools image", err)
 		}
-		e.img = img
+		diffIDs, err := img.RootFS(e.Context(ctx))
+		if err != nil {
+			return runtimeParts{}, e.wrapContainerd("reading the tools image's layers", err)
+		}
+		e.img, e.imgParent = img, identity.ChainID(diffIDs).String()
 	}
-	return runtimeParts{client: client, image: e.img, init: init}, nil
+	return runtimeParts{client: client, image: e.img, parent: e.imgParent, init: init}, nil
 }
 
 // image returns the tools image, building the default one on first use.

@@ -253,11 +253,19 @@ func (e *Executor) sweepSessions(ctx context.Context, force bool) (*GCReport, er
 	now := time.Now()
 	var errs []error
 	for _, d := range entries {
-		dir := filepath.Join(e.sessionsDir(), d.Name())
-		if st, err := os.Lstat(dir); err == nil && strings.HasPrefix(d.Name(), newPrefix) && now.Sub(st.ModTime()) < time.Minute && !force {
-			continue // being made (createStore) right now
+		if d.Name() == creatorsLock {
+			continue
 		}
-		release, free := tryExclusive(dir)
+		dir := filepath.Join(e.sessionsDir(), d.Name())
+		var release func()
+		var free bool
+		if strings.HasPrefix(d.Name(), newPrefix) && !force {
+			// Half-made: removed at once unless a live creator may hold
+			// it (tryStaging).
+			release, free = tryStaging(e.sessionsDir(), dir, now)
+		} else {
+			release, free = tryExclusive(dir)
+		}
 		if !free && !force {
 			continue // a live process holds it
 		}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/containerd/errdefs"
 	"github.com/corral-sandbox/corral/allowlist"
+	"github.com/corral-sandbox/corral/internal/fscred"
 	"github.com/corral-sandbox/corral/mounts"
 	"github.com/corral-sandbox/corral/mounts/hidden"
 	"github.com/corral-sandbox/corral/profiles"
@@ -42,6 +43,20 @@ type SessionConfig struct {
 	// profile's idle_ttl (profiles.Profile.IdleTTL). Zero means the
 	// profile's.
 	IdleTTL time.Duration
+	// ID, when set, is the new session's id, chosen by the launcher
+	// (NewSessionID) so that it can record the session before it exists
+	// (the daemon's owner record comes first: a crash between the two
+	// leaves a record naming the session, never a session nobody owns).
+	// "" makes a new one. An id not of NewSessionID's form is
+	// errdefs.ErrInvalidArgument; one in use, errdefs.ErrAlreadyExists.
+	ID string
+	// CopyAs, when set, are the credentials with which a persistent
+	// session's creation reads what it copies out of the repository (its
+	// write directory, or its page): the caller of a daemon, which runs
+	// as root, so that the copy takes only what the caller may read, at
+	// the moment it reads it (mounts.Plan.CopyAs). A file it may not read
+	// fails the creation with errdefs.ErrPermissionDenied.
+	CopyAs *fscred.Creds
 }
 
 // idleTTL returns the session's idle TTL: the profile's, or IdleTTL when

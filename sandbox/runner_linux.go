@@ -18,6 +18,7 @@ import (
 	"time"
 
 	containerd "github.com/containerd/containerd/v2/client"
+	"github.com/containerd/containerd/v2/core/containers"
 	"github.com/containerd/containerd/v2/core/leases"
 	"github.com/containerd/containerd/v2/pkg/cio"
 	"github.com/containerd/errdefs"
@@ -128,6 +129,9 @@ type container struct {
 	lease     leases.Lease
 	created   time.Time
 	started   bool // started ahead: ctlFile is a FIFO its init waits on
+	// exited: wait received the task's exit status, so the task is
+	// stopped and destroy deletes it without killing it first.
+	exited bool
 }
 
 // runner is the part of a session that makes, starts, waits for and
@@ -224,8 +228,7 @@ func (r *runner) create(ctx context.Context) (_ *container, retErr error) {
 		return nil, fmt.Errorf("making the request directory: %w", err)
 	}
 	cc, err := rt.client.NewContainer(ctx, id,
-		containerd.WithSnapshotter(snapshotter),
-		containerd.WithNewSnapshot(id, rt.image),
+		withNewSnapshot(id, rt),
 		containerd.WithContainerLabels(labels),
 		e.withRuntime(),
 		containerd.WithNewSpec(e.oci.spec(specOpts(r.planFor(id, rt.init)))...),
@@ -347,6 +350,26 @@ func exited(st containerd.ExitStatus) <-chan containerd.ExitStatus {
 	return ch
 }
 
+// withNewSnapshot is containerd.WithNewSnapshot(id, rt.image) on the
+// overlayfs snapshotter, with the image's chain ID resolved once per
+// executor (runtimeParts.parent): a writable snapshot id whose parent is
+// the image's unpacked layers. WithNewSnapshot reads the image's index,
+// manifest and config from the content store and asks the introspection
+// service for the snapshotter's capabilities on every container (seven
+// round trips to containerd); the capabilities only matter for ID-mapped
+// snapshots, which corral never asks for.
+func withNewSnapshot(id string, rt runtimeParts) containerd.NewContainerOpts {
+	return func(ctx context.Context, client *containerd.Client, c *containers.Container) error {
+		if _, err := client.SnapshotService(snapshotter).Prepare(ctx, id, rt.parent); err != nil {
+			return err
+		}
+		c.Snapshotter = snapshotter
+		c.SnapshotKey = id
+		c.Image = rt.image.Name()
+		return nil
+	}
+}
+
 // destroy kills and deletes the container, its snapshot, its control file
 // and its lease, tolerating what is already gone. What containerd cannot
 // delete now (it is down) the next corral start sweeps.
@@ -355,12 +378,22 @@ func (r *runner) destroy(c *container) {
 	ctx, cancel := context.WithTimeout(e.Context(context.Background()), 30*time.Second)
 	defer cancel()
 	lctx := leases.WithLease(ctx, c.lease.ID)
+	taskDeleted := false
 	if c.task != nil {
-		// A created but never started task cannot be deleted directly.
-		_, _ = c.task.Delete(lctx, containerd.WithProcessKill)
+		// A created but never started task cannot be deleted directly:
+		// it is killed first. A task whose exit wait received is stopped
+		// (and the kernel killed whatever else ran in its PID namespace
+		// when its init died); killing it would only make the shim run
+		// the runtime's kill, to fail.
+		var opts []containerd.ProcessDeleteOpts
+		if !c.exited {
+			opts = append(opts, containerd.WithProcessKill)
+		}
+		_, err := c.task.Delete(lctx, opts...)
+		taskDeleted = err == nil
 	}
 	if c.c != nil {
-		if err := c.c.Delete(lctx, containerd.WithSnapshotCleanup); err != nil && !errdefs.IsNotFound(err) {
+		if err := r.deleteContainer(lctx, c, taskDeleted); err != nil && !errdefs.IsNotFound(err) {
 			fmt.Fprintf(e.cfg.Log, "corral: deleting container %s: %v\n", c.id, oneLine(err))
 		}
 	}
@@ -369,6 +402,24 @@ func (r *runner) destroy(c *container) {
 	if e.client != nil {
 		_ = e.client.LeasesService().Delete(ctx, c.lease)
 	}
+}
+
+// deleteContainer deletes c's container record and its snapshot. When
+// destroy has just deleted its task (taskDeleted) it removes the snapshot
+// (its key is the container's id, withNewSnapshot) and the record
+// directly, as Container.Delete with WithSnapshotCleanup does after asking
+// containerd whether a task is left and reading the record back (two
+// round trips that cannot change the outcome then); otherwise it goes
+// through Container.Delete, which refuses while a task is left.
+func (r *runner) deleteContainer(ctx context.Context, c *container, taskDeleted bool) error {
+	if !taskDeleted {
+		return c.c.Delete(ctx, containerd.WithSnapshotCleanup)
+	}
+	client := r.e.client
+	if err := client.SnapshotService(snapshotter).Remove(ctx, c.id); err != nil && !errdefs.IsNotFound(err) {
+		return fmt.Errorf("removing snapshot %s: %w", c.id, err)
+	}
+	return client.ContainerService().Delete(ctx, c.id)
 }
 
 // stop makes every later start fail with err and kills the containers
@@ -491,6 +542,7 @@ func (r *runner) wait(ctx context.Context, c *container, argv []string, data []b
 	if err != nil {
 		return nil, r.e.wrapContainerd("waiting for task "+c.id, err)
 	}
+	c.exited = true
 	res.ExitCode = int(code)
 	if res.ExitCode == 128+int(syscall.SIGKILL) && res.Duration >= lim.Timeout && !slices.Contains(res.LimitsHit, LimitTimeout) {
 		// corral-init's own deadline came first (a busy supervisor).

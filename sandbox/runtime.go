@@ -47,6 +47,12 @@ type RuntimeInfo struct {
 	// SeccompAllow are system calls the spec's filter lets through to the
 	// runtime's own kernel instead of failing them with an errno.
 	SeccompAllow []string `json:"seccomp_allow,omitempty"`
+	// SeccompBPF: the runtime takes the filter precompiled, in the
+	// annotation SeccompBPFAnnotation, instead of compiling the spec's
+	// seccomp section on every create. corral compiles each distinct
+	// section once per executor (seccomp.BPF) and keeps the section in the
+	// spec as the filter's description.
+	SeccompBPF bool `json:"seccomp_bpf,omitempty"`
 	// Differences are what the runtime enforces differently from runc, as
 	// the integration tests assert it (docs/runtimes.md has the matrix).
 	Differences []string `json:"differences,omitempty"`
@@ -74,6 +80,7 @@ var runtimes = []RuntimeInfo{
 	{
 		Name: "crun", Shim: RuncShim, Binary: "crun", Package: "crun", SpecVersion: "1.0.0",
 		StartAhead: true,
+		SeccompBPF: true,
 		Differences: []string{
 			"refuses a cgroup hybrid host while cgroup2 still has a controller (hack/crun-cgroups.sh)",
 		},
@@ -104,6 +111,11 @@ var runtimes = []RuntimeInfo{
 		},
 	},
 }
+
+// SeccompBPFAnnotation is crun's annotation for a precompiled seccomp
+// filter: the raw program for seccomp(SECCOMP_SET_MODE_FILTER), base64;
+// crun then ignores the spec's seccomp section (crun(1), crun 1.8).
+const SeccompBPFAnnotation = "run.oci.seccomp_bpf_data"
 
 // DefaultRuntime is the runtime used unless another is named.
 const DefaultRuntime = "runc"

@@ -3,6 +3,7 @@ package sandbox
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -18,6 +19,7 @@ import (
 	"github.com/containerd/containerd/v2/pkg/oci"
 	"github.com/containerd/errdefs"
 	"github.com/corral-sandbox/corral/internal/wrapper"
+	"github.com/corral-sandbox/corral/seccomp"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 )
 
@@ -35,7 +37,16 @@ type ociRuntime struct {
 
 	mu      sync.Mutex
 	wrapper string // the installed wrapper (see wrapperPath)
+
+	// bpf caches seccompBPF's programs, base64, by the SHA-256 of the
+	// seccomp section's JSON.
+	bpfMu sync.Mutex
+	bpf   map[[sha256.Size]byte]string
 }
+
+// maxBPFCache bounds ociRuntime.bpf: a daemon's sessions usually share one
+// or two profiles; past the bound the cache starts over.
+const maxBPFCache = 16
 
 // resolveRuntime resolves Config.Runtime and Config.RuntimeBinary: the
 // name or shim type (LookupRuntime), and the binary (--runtime-binary, a
@@ -113,7 +124,9 @@ func (e *Executor) withRuntime() containerd.NewContainerOpts {
 
 // spec appends the runtime's own spec options to opts, to run after
 // them: the ociVersion it implements (RuntimeInfo.SpecVersion), its
-// PidsOverhead on the pids limit, and its SeccompAllow.
+// PidsOverhead on the pids limit, its SeccompAllow and, for a runtime with
+// SeccompBPF, the final seccomp section compiled into the annotation
+// SeccompBPFAnnotation.
 func (r *ociRuntime) spec(opts []oci.SpecOpts) []oci.SpecOpts {
 	info := r.info
 	return append(opts, func(_ context.Context, _ oci.Client, _ *containers.Container, s *oci.Spec) error {
@@ -127,8 +140,43 @@ func (r *ociRuntime) spec(opts []oci.SpecOpts) []oci.SpecOpts {
 		if len(info.SeccompAllow) > 0 && s.Linux != nil && s.Linux.Seccomp != nil {
 			allowSyscalls(s.Linux.Seccomp, info.SeccompAllow)
 		}
+		if info.SeccompBPF && s.Linux != nil && s.Linux.Seccomp != nil {
+			data, err := r.seccompBPF(s.Linux.Seccomp)
+			if err != nil {
+				return err
+			}
+			if s.Annotations == nil {
+				s.Annotations = map[string]string{}
+			}
+			s.Annotations[SeccompBPFAnnotation] = data
+		}
 		return nil
 	})
+}
+
+// seccompBPF returns sc compiled by seccomp.BPF, base64 (the annotation's
+// form), compiling each distinct section once.
+func (r *ociRuntime) seccompBPF(sc *specs.LinuxSeccomp) (string, error) {
+	section, err := json.Marshal(sc)
+	if err != nil {
+		return "", err
+	}
+	key := sha256.Sum256(section)
+	r.bpfMu.Lock()
+	defer r.bpfMu.Unlock()
+	if data, ok := r.bpf[key]; ok {
+		return data, nil
+	}
+	prog, err := seccomp.BPF(sc)
+	if err != nil {
+		return "", err
+	}
+	if r.bpf == nil || len(r.bpf) >= maxBPFCache {
+		r.bpf = make(map[[sha256.Size]byte]string)
+	}
+	data := base64.StdEncoding.EncodeToString(prog)
+	r.bpf[key] = data
+	return data, nil
 }
 
 // allowSyscalls takes names out of every rule of sc and adds one rule

@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"context"
+	"encoding/base64"
 	"path/filepath"
 	"testing"
 
@@ -9,6 +10,7 @@ import (
 	"github.com/containerd/containerd/v2/pkg/namespaces"
 	"github.com/containerd/containerd/v2/pkg/oci"
 	"github.com/containerd/errdefs"
+	"github.com/corral-sandbox/corral/seccomp"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"github.com/stretchr/testify/require"
 )
@@ -83,6 +85,47 @@ func TestRuntimeSpec(t *testing.T) {
 		if name != "runsc" {
 			require.Contains(t, errno, "clone3", name)
 		}
+	}
+}
+
+// TestRuntimeSpecSeccompBPF: crun's spec carries the final seccomp
+// section compiled (seccomp.BPF, base64) in SeccompBPFAnnotation, next to
+// the section itself; runc's and runsc's carry no annotation. The program
+// is compiled once per distinct section.
+func TestRuntimeSpecSeccompBPF(t *testing.T) {
+	ctx := namespaces.WithNamespace(context.Background(), "corral")
+	for _, name := range []string{"runc", "crun", "runsc"} {
+		info, err := LookupRuntime(name)
+		require.NoError(t, err)
+		r := &ociRuntime{info: info}
+		s, err := oci.GenerateSpec(ctx, nil, &containers.Container{ID: t.Name()}, r.spec(specOpts(testPlan(t)))...)
+		require.NoError(t, err)
+		require.NotNil(t, s.Linux.Seccomp, name)
+		data, ok := s.Annotations[SeccompBPFAnnotation]
+		if name != "crun" {
+			require.False(t, ok, name)
+			continue
+		}
+		require.True(t, info.SeccompBPF)
+		prog, err := base64.StdEncoding.DecodeString(data)
+		require.NoError(t, err)
+		want, err := seccomp.BPF(s.Linux.Seccomp)
+		require.NoError(t, err)
+		require.Equal(t, want, prog, "the annotation is the spec's own section compiled")
+
+		// A second container of the same profile reuses the program; a
+		// different section gets its own.
+		s2, err := oci.GenerateSpec(ctx, nil, &containers.Container{ID: t.Name() + "-2"}, r.spec(specOpts(testPlan(t)))...)
+		require.NoError(t, err)
+		require.Equal(t, data, s2.Annotations[SeccompBPFAnnotation])
+		require.Len(t, r.bpf, 1)
+		other := testPlan(t)
+		other.Seccomp = seccomp.Default()
+		other.Seccomp.Rules = other.Seccomp.Rules[1:]
+		s3, err := oci.GenerateSpec(ctx, nil, &containers.Container{ID: t.Name() + "-3"}, r.spec(specOpts(other))...)
+		require.NoError(t, err)
+		require.NotEqual(t, data, s3.Annotations[SeccompBPFAnnotation])
+		require.Len(t, r.bpf, 2)
 	}
 }
 

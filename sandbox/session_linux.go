@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"sync"
 
@@ -108,11 +109,21 @@ func (e *Executor) create(ctx context.Context, cfg SessionConfig, profileSource 
 	if err != nil {
 		return nil, err
 	}
-	id, err := newSessionID()
+	id := cfg.ID
+	if id == "" {
+		if id, err = newSessionID(); err != nil {
+			return nil, err
+		}
+	}
+	dir, err := e.sessionDir(id)
 	if err != nil {
 		return nil, err
 	}
-	dir, _ := e.sessionDir(id)
+	for _, d := range []string{dir, filepath.Join(e.sessionsDir(), newPrefix+id)} {
+		if _, err := os.Lstat(d); err == nil {
+			return nil, fmt.Errorf("session %s: %w", id, errdefs.ErrAlreadyExists)
+		}
+	}
 	p, err := newPolicy(cfg, nil, filepath.Join(dir, layoutDir))
 	if err != nil {
 		return nil, err
@@ -162,6 +173,7 @@ func (e *Executor) create(ctx context.Context, cfg SessionConfig, profileSource 
 		}
 	}()
 	p.plan.Shared = e.cfg.SharedMounts
+	p.plan.CopyAs = cfg.CopyAs
 	l, err := st.attach(p.plan, p.hidden)
 	if err != nil {
 		return nil, err

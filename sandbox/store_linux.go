@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/containerd/errdefs"
@@ -146,6 +147,10 @@ func Version() string { return version.String() }
 // sessionIDPattern is the form of a session id (newSessionID).
 var sessionIDPattern = regexp.MustCompile(`^[0-9a-f]{12}$`)
 
+// NewSessionID returns a new random session id (12 lower-case hex
+// digits), for SessionConfig.ID.
+func NewSessionID() (string, error) { return newSessionID() }
+
 func newSessionID() (string, error) {
 	var id [6]byte
 	if _, err := rand.Read(id[:]); err != nil {
@@ -184,6 +189,15 @@ func createStore(root string, rec SessionRecord, files []storeFile) (_ *store, r
 	if err := os.MkdirAll(root, 0o700); err != nil {
 		return nil, err
 	}
+	// From the mkdir until inuse is held, the creators' lock (shared)
+	// says a live creator may hold the staging directory: the sweep
+	// takes it exclusively to tell a crash's staging directory from one
+	// being made (sweepStaging).
+	unlock, err := lockCreators(root, unix.LOCK_SH)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { unlock() }()
 	staging := filepath.Join(root, newPrefix+rec.ID)
 	if err := os.Mkdir(staging, 0o700); err != nil {
 		return nil, fmt.Errorf("creating session directory: %w", err)
@@ -200,6 +214,8 @@ func createStore(root string, rec SessionRecord, files []storeFile) (_ *store, r
 		return nil, err
 	}
 	st.inuse = f
+	unlock()
+	unlock = func() {}
 	recJSON, err := json.MarshalIndent(rec, "", "  ")
 	if err != nil {
 		return nil, err
@@ -217,6 +233,47 @@ func createStore(root string, rec SessionRecord, files []storeFile) (_ *store, r
 	}
 	st.dir = dir
 	return st, nil
+}
+
+// creatorsLock is the file, in the sessions directory, that every
+// creator holds shared between making its staging directory and holding
+// the directory's inuse (createStore), and the sweep exclusively while it
+// judges staging directories (tryStaging).
+const creatorsLock = ".create.lock"
+
+// lockCreators takes how (unix.LOCK_SH, or unix.LOCK_EX|unix.LOCK_NB) on
+// root's creatorsLock; the caller calls unlock.
+func lockCreators(root string, how int) (unlock func(), err error) {
+	f, err := os.OpenFile(filepath.Join(root, creatorsLock), os.O_RDONLY|os.O_CREATE|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("creating session directory: %w", err)
+	}
+	if err := flock(f, how); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return sync.OnceFunc(func() {
+		_ = flock(f, unix.LOCK_UN)
+		f.Close()
+	}), nil
+}
+
+// tryStaging holds the staging directory dir (a half-made session of
+// root, the sessions directory) exclusively when no live creator can
+// hold it: none is between its mkdir and its inuse lock (the creators'
+// lock is free) and none holds its inuse. When a creator is in that
+// window right now, only a staging directory older than a minute is
+// taken for a crash's (no creation takes that long to lock inuse).
+func tryStaging(root, dir string, now time.Time) (release func(), ok bool) {
+	unlock, err := lockCreators(root, unix.LOCK_EX|unix.LOCK_NB)
+	if err != nil {
+		if st, err := os.Lstat(dir); err != nil || now.Sub(st.ModTime()) < time.Minute {
+			return nil, false
+		}
+		return tryExclusive(dir)
+	}
+	defer unlock()
+	return tryExclusive(dir)
 }
 
 // lockInUse opens dir/inuse (creating it when create is set) and takes

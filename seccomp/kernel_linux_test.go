@@ -4,6 +4,7 @@ package seccomp
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -24,23 +25,55 @@ import (
 const childEnv = "CORRAL_SECCOMP_TEST_CHILD"
 
 // TestKernelEnforces re-executes the test binary with the built-in profile
-// loaded by libseccomp (no runc, no containerd) and checks what the kernel
-// then allows and denies. The filter never touches this process.
+// loaded into its own process (no runc, no containerd) and checks what the
+// kernel then allows and denies, twice: loaded by libseccomp from the
+// section Spec returns (what runc and crun do with the spec), and loaded
+// raw from BPF's program (what crun does with run.oci.seccomp_bpf_data).
+// The same assertions hold for both. The filter never touches this process.
 func TestKernelEnforces(t *testing.T) {
 	if os.Getenv(childEnv) != "" {
 		t.Skip("in the child")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestKernelChild$", "-test.v", "-test.count=1")
-	cmd.Env = append(os.Environ(), childEnv+"=1")
-	out, err := cmd.CombinedOutput()
-	if strings.Contains(string(out), "--- SKIP: TestKernelChild") {
-		t.Skipf("the child skipped:\n%s", out)
+	for _, loader := range []string{loadLibseccomp, loadBPF} {
+		t.Run(loader, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestKernelChild$", "-test.v", "-test.count=1")
+			cmd.Env = append(os.Environ(), childEnv+"="+loader)
+			out, err := cmd.CombinedOutput()
+			if strings.Contains(string(out), "--- SKIP: TestKernelChild") {
+				t.Skipf("the child skipped:\n%s", out)
+			}
+			require.NoError(t, err, "child output:\n%s", out)
+			require.Contains(t, string(out), "--- PASS: TestKernelChild", "child output:\n%s", out)
+			t.Logf("child output:\n%s", out)
+		})
 	}
-	require.NoError(t, err, "child output:\n%s", out)
-	require.Contains(t, string(out), "--- PASS: TestKernelChild", "child output:\n%s", out)
-	t.Logf("child output:\n%s", out)
+}
+
+// The child's loaders (childEnv's values).
+const (
+	loadLibseccomp = "libseccomp"
+	loadBPF        = "bpf"
+)
+
+// loadRawBPF loads prog into every thread of the process with
+// seccomp(SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_TSYNC), after
+// no_new_privs, as crun loads a run.oci.seccomp_bpf_data program.
+func loadRawBPF(prog []byte) error {
+	if len(prog) == 0 || len(prog)%8 != 0 {
+		return fmt.Errorf("a BPF program of %d bytes", len(prog))
+	}
+	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+		return err
+	}
+	fprog := unix.SockFprog{Len: uint16(len(prog) / 8), Filter: (*unix.SockFilter)(unsafe.Pointer(&prog[0]))}
+	_, _, errno := unix.Syscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER, unix.SECCOMP_FILTER_FLAG_TSYNC, uintptr(unsafe.Pointer(&fprog)))
+	runtime.KeepAlive(prog)
+	if errno != 0 {
+		return errno
+	}
+	return nil
 }
 
 // TestKernelChild runs only as TestKernelEnforces's child. Every denied call
@@ -51,11 +84,22 @@ func TestKernelChild(t *testing.T) {
 	if os.Getenv(childEnv) == "" {
 		t.Skip("runs only as the child of TestKernelEnforces")
 	}
+	loader := os.Getenv(childEnv)
 	s, err := Default().Spec()
 	require.NoError(t, err)
-	f := compile(t, s)
-	defer f.Release()
-	require.NoError(t, f.SetNoNewPrivsBit(true))
+	load := func() error {
+		f := compile(t, s)
+		defer f.Release()
+		if err := f.SetNoNewPrivsBit(true); err != nil {
+			return err
+		}
+		return f.Load()
+	}
+	if loader == loadBPF {
+		prog, err := BPF(s)
+		require.NoError(t, err)
+		load = func() error { return loadRawBPF(prog) }
+	}
 
 	// Control: without the filter an inet socket can be created, so the
 	// EPERM below is the filter's doing.
@@ -86,11 +130,12 @@ func TestKernelChild(t *testing.T) {
 		haveGit = true
 	}
 
-	// NewFilter sets TSYNC, so Load covers every thread of the process;
-	// locking the thread keeps the rest of the test on the one that loaded.
+	// Both loaders set TSYNC (NewFilter does for libseccomp), so the
+	// filter covers every thread of the process; locking the thread keeps
+	// the rest of the test on the one that loaded.
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	if err := f.Load(); err != nil {
+	if err := load(); err != nil {
 		t.Skipf("the kernel refused the filter: %v", err)
 	}
 	status, err := os.ReadFile("/proc/self/status")

@@ -420,6 +420,56 @@ func TestCompile(t *testing.T) {
 	t.Logf("%d syscall names, %d BPF instructions", len(Default().Syscalls()), info.Size()/8)
 }
 
+// TestBPF: BPF's program is byte for byte the one the test's own
+// runc-style compile exports, for the built-in profile and for one that
+// uses an errno rule, conditions and a kill default.
+func TestBPF(t *testing.T) {
+	eacces := uint(13)
+	custom := &Profile{
+		DefaultAction: specs.ActKillProcess,
+		Rules: []Rule{
+			{Names: []string{"read", "write"}, Action: specs.ActAllow},
+			{Names: []string{"openat"}, Action: specs.ActErrno, ErrnoRet: &eacces},
+			{Names: []string{"socket"}, Action: specs.ActAllow, Args: []Arg{{Index: 0, Value: 1, Op: specs.OpEqualTo}}},
+			{Names: []string{"ioctl"}, Action: specs.ActAllow, Args: []Arg{{Index: 1, Value: 0xffffffff, ValueTwo: 0x5401, Op: specs.OpMaskedEqual}}},
+		},
+	}
+	for name, p := range map[string]*Profile{"default": Default(), "custom": custom} {
+		t.Run(name, func(t *testing.T) {
+			s, err := p.Spec()
+			require.NoError(t, err)
+			got, err := BPF(s)
+			require.NoError(t, err)
+			f := compile(t, s)
+			defer f.Release()
+			want, err := os.CreateTemp(t.TempDir(), "filter.bpf")
+			require.NoError(t, err)
+			defer want.Close()
+			require.NoError(t, f.ExportBPF(want))
+			wantBytes, err := os.ReadFile(want.Name())
+			require.NoError(t, err)
+			require.Equal(t, wantBytes, got)
+		})
+	}
+}
+
+// TestBPFRefuses: a missing section and names libseccomp does not know
+// fail with errdefs.ErrInvalidArgument.
+func TestBPFRefuses(t *testing.T) {
+	_, err := BPF(nil)
+	require.ErrorIs(t, err, errdefs.ErrInvalidArgument)
+	for name, s := range map[string]*specs.LinuxSeccomp{
+		"action":   {DefaultAction: "SCMP_ACT_NOPE"},
+		"syscall":  {DefaultAction: specs.ActErrno, Syscalls: []specs.LinuxSyscall{{Names: []string{"no_such_call"}, Action: specs.ActAllow}}},
+		"operator": {DefaultAction: specs.ActErrno, Syscalls: []specs.LinuxSyscall{{Names: []string{"read"}, Action: specs.ActAllow, Args: []specs.LinuxSeccompArg{{Op: "SCMP_CMP_NOPE"}}}}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := BPF(s)
+			require.ErrorIs(t, err, errdefs.ErrInvalidArgument)
+		})
+	}
+}
+
 // compile builds a libseccomp filter from s the way runc's
 // libcontainer/seccomp does: one rule per name, conditions from args.
 func compile(t testing.TB, s *specs.LinuxSeccomp) *libseccomp.ScmpFilter {

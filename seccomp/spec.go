@@ -124,3 +124,25 @@ func (p *Profile) Names() []string {
 	}
 	return slices.Compact(out)
 }
+
+// BPF compiles a seccomp section (as Spec returns it) for the host into the
+// classic BPF program that seccomp(SECCOMP_SET_MODE_FILTER) loads: an array
+// of struct sock_filter (8 bytes each, host byte order), as libseccomp's
+// seccomp_export_bpf writes it. It builds the filter an OCI runtime builds
+// from the same section (runc, crun: the default action and errno, every
+// listed architecture, one rule per name with the rule's args ANDed), so a
+// runtime that takes a precompiled filter instead (crun's annotation
+// run.oci.seccomp_bpf_data, crun(1)) enforces what the section says. An
+// unknown action, operator or syscall fails with errdefs.ErrInvalidArgument;
+// without libseccomp (no cgo, not Linux) BPF fails with
+// errdefs.ErrNotImplemented.
+func BPF(s *specs.LinuxSeccomp) ([]byte, error) {
+	if s == nil {
+		return nil, fmt.Errorf("compiling the seccomp filter: no seccomp section: %w", errdefs.ErrInvalidArgument)
+	}
+	out, err := bpf(s)
+	if err != nil {
+		return nil, fmt.Errorf("compiling the seccomp filter: %w", err)
+	}
+	return out, nil
+}

@@ -11,12 +11,14 @@ import (
 	"github.com/corral-sandbox/corral/internal/daemon"
 	"github.com/corral-sandbox/corral/sandbox"
 	"github.com/corral-sandbox/corral/sandbox/api"
+	units "github.com/docker/go-units"
 	"github.com/spf13/cobra"
 )
 
 func newDaemonCommand(g *globalFlags) *cobra.Command {
 	cfg := daemon.Config{}
 	var maxWarm int
+	var writeAreaPerUID, writeArea string
 	cmd := &cobra.Command{
 		Use:   "daemon [--socket PATH] [--admin-group NAME] [--max-running N] [--queue-wait DUR] [--max-memory SIZE] [--max-sessions N] [--max-warm N] [--kubelet-root DIR]",
 		Short: "Own every session of the state directory and serve the API on a unix socket",
@@ -33,7 +35,10 @@ it (SO_PEERCRED); other uids get 404 for it, root and members of
 when the memory limits of the calls running would pass --max-memory, a
 call waits up to --queue-wait, then gets 429 busy. Creating a session
 takes a slot of --max-running too. Over --max-sessions (every owner's) or
---max-sessions-per-uid (one owner's) a creation gets 422; a uid's call
+--max-sessions-per-uid (one owner's), or when its write area (the
+profile's write_area, a tmpfs held for the session's life) would pass
+--max-write-area (every session's) or --max-write-area-per-uid (one
+owner's), a creation gets 422; a uid's call
 over --max-running-per-uid waits for one of its own to end; over
 --max-connections (every caller's) or --max-connections-per-uid (one
 uid's, in Pod mode one Pod's; not the admins') a new connection gets 503
@@ -67,6 +72,16 @@ docs/daemon.md.`,
 				return usageError(fmt.Errorf("--max-connections-per-uid %d: want 0 (no cap) or more", cfg.MaxConnectionsPerUID))
 			case cfg.IdleTTL <= 0:
 				return usageError(fmt.Errorf("--idle-ttl %s: want a duration above 0", cfg.IdleTTL))
+			}
+			for _, a := range []struct {
+				flag, val string
+				to        *int64
+			}{{"max-write-area-per-uid", writeAreaPerUID, &cfg.MaxWriteAreaPerUID}, {"max-write-area", writeArea, &cfg.MaxWriteArea}} {
+				n, err := units.RAMInBytes(a.val)
+				if err != nil || n < 0 {
+					return usageError(fmt.Errorf("--%s %q: want bytes or a size with a binary unit (4GiB, 512MiB), 0 for no cap", a.flag, a.val))
+				}
+				*a.to = n
 			}
 			if !cmd.Flags().Changed("max-running-per-uid") {
 				cfg.MaxRunningPerUID = daemon.DefaultMaxRunningPerUID(cfg.MaxRunning)
@@ -113,6 +128,8 @@ docs/daemon.md.`,
 	f.IntVar(&cfg.MaxSessionsPerUID, "max-sessions-per-uid", daemon.DefaultMaxSessionsPerUID, "sessions one uid other than root may hold at once (in Pod mode: one Pod); 0 for no cap")
 	f.String("max-sessions", "", "sessions the daemon holds at once, every owner's together, root's included ($CORRAL_MAX_SESSIONS, config max_sessions; default 0: no cap)")
 	f.String("max-memory", "", "cap on the memory limits of the calls running at once, e.g. 8GiB: each call reserves its profile's resources.memory, and over the cap waits as over --max-running ($CORRAL_MAX_MEMORY, config max_memory; default 0: no cap)")
+	f.StringVar(&writeAreaPerUID, "max-write-area-per-uid", daemon.DefaultMaxWriteAreaPerUID, "bytes of write areas (each writable session's tmpfs, its profile's write_area) one uid other than root may hold at once (in Pod mode: one Pod), e.g. 4GiB; over it a creation gets 422; 0 for no cap")
+	f.StringVar(&writeArea, "max-write-area", "0", "bytes of write areas every session holds together, root's included, e.g. 64GiB; over it a creation gets 422; 0 for no cap")
 	f.String("max-connections", "", fmt.Sprintf("connections open at once; over it a connection is answered 503 and closed ($CORRAL_MAX_CONNECTIONS, config max_connections; default %d)", daemon.DefaultMaxConnections))
 	f.IntVar(&cfg.MaxConnectionsPerUID, "max-connections-per-uid", daemon.DefaultMaxConnectionsPerUID, "connections one uid may hold open at once (in Pod mode: one Pod; root and --admin-group not capped), so that no caller can lock the others out; over it a connection is answered 503 and closed; 0 for no cap")
 	f.String("max-kept-patch-bytes", "", "Pod mode: bytes of kept patches one Pod may hold on the node, e.g. 256MiB: a DELETE without discard over it is refused (422), and a Pod an idle expiry left over it may create no session until it removes kept patches (DELETE /v1/patches/ID) ($CORRAL_MAX_KEPT_PATCH_BYTES, config max_kept_patch_bytes; default "+config.DefaultMaxKeptPatchBytes+"; 0: no cap)")

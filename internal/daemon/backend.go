@@ -40,15 +40,20 @@ type sandboxBackend struct {
 	// because its write area is gone (errdefs.ErrDataLoss): it is kept
 	// and reported lost until removed.
 	lost map[string]string
-	// removed ends, per session, when the session is removed: every
-	// call of it in flight is canceled then (callContext).
+	// removed ends, per session with calls in flight, when the session
+	// is removed: every call of it in flight is canceled then
+	// (callContext). An entry lives while its session has calls in
+	// flight, never longer: a session removed by anyone else (the
+	// sandbox's sweep, the CLI) leaves nothing behind here.
 	removed map[string]*sessionEnd
 }
 
-// sessionEnd is a context that ends when its session is removed.
+// sessionEnd is a context that ends when its session is removed, and
+// the count of its calls in flight (b.mu).
 type sessionEnd struct {
 	ctx    context.Context
 	cancel context.CancelFunc
+	calls  int
 }
 
 // errRemoved is the cause of a call canceled by its session's removal.
@@ -67,10 +72,22 @@ func (b *sandboxBackend) callContext(ctx context.Context, id string) (context.Co
 		end = &sessionEnd{ctx: c, cancel: cancel}
 		b.removed[id] = end
 	}
+	end.calls++
 	b.mu.Unlock()
 	ctx, cancel := context.WithCancelCause(ctx)
 	stop := context.AfterFunc(end.ctx, func() { cancel(errRemoved) })
-	return ctx, func() { stop(); cancel(nil) }
+	return ctx, sync.OnceFunc(func() {
+		stop()
+		cancel(nil)
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		// The last call of the session drops the entry (unless a
+		// removal already did, and a new entry is another's).
+		if end.calls--; end.calls == 0 && b.removed[id] == end {
+			delete(b.removed, id)
+			end.cancel()
+		}
+	})
 }
 
 // callErr is err of a call made with ctx from callContext: a call its
@@ -244,8 +261,13 @@ func (b *sandboxBackend) Create(ctx context.Context, c CreateConfig) (_ api.Sess
 	if c.Page != "" && c.ReadOnly {
 		return api.Session{}, fmt.Errorf("page and read_only exclude each other: %w", errdefs.ErrInvalidArgument)
 	}
+	if c.ReserveWriteArea != nil && !c.ReadOnly {
+		if err := c.ReserveWriteArea(prof.Limits().WriteAreaBytes); err != nil {
+			return api.Session{}, err
+		}
+	}
 	cfg := sandbox.SessionConfig{Repo: c.Repo, Profile: prof, Page: c.Page, WriteDir: c.Scope, AgentID: c.AgentID, ReadOnly: c.ReadOnly,
-		IdleTTL: c.IdleTTL}
+		IdleTTL: c.IdleTTL, ID: c.ID, CopyAs: c.CopyAs}
 	if cfg.IdleTTL == 0 && c.DefaultIdleTTL > 0 && c.DefaultIdleTTL < prof.IdleTTL() {
 		cfg.IdleTTL = c.DefaultIdleTTL
 	}
@@ -308,6 +330,23 @@ func (b *sandboxBackend) Remove(ctx context.Context, id string, discard bool) (a
 		out.PatchError = (&changeset.Set{Violations: ended.Violations}).Err().Error()
 	}
 	return out, nil
+}
+
+// forgetGone drops everything the backend keeps for session id, which
+// another remover (the sandbox's sweep) removed: its open handle, its
+// lost mark, its calls' end (canceled).
+func (b *sandboxBackend) forgetGone(id string) {
+	b.mu.Lock()
+	s, open := b.open[id]
+	delete(b.lost, id)
+	if end, ok := b.removed[id]; ok {
+		end.cancel()
+		delete(b.removed, id)
+	}
+	b.mu.Unlock()
+	if open {
+		b.forget(id, s)
+	}
 }
 
 // forget closes the open session s and drops it.
@@ -689,6 +728,7 @@ func (b *sandboxBackend) Sweep(ctx context.Context) ([]string, error) {
 	pruned, err := b.exec.Prune(ctx)
 	for _, p := range pruned {
 		out = append(out, fmt.Sprintf("session %s expired and was removed (patch: %s)", p.ID, orNone(p.Patch)))
+		b.forgetGone(p.ID)
 	}
 	rep, serr := b.exec.SweepContainers(ctx)
 	if rep != nil && len(rep.Containers)+len(rep.Leases) > 0 {

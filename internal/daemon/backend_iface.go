@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/corral-sandbox/corral/audit"
+	"github.com/corral-sandbox/corral/internal/fscred"
 	"github.com/corral-sandbox/corral/sandbox/api"
 )
 
@@ -107,11 +108,23 @@ type Backend interface {
 // anything is made.
 type CreateConfig struct {
 	api.CreateSession
+	// ID is the new session's id (sandbox.NewSessionID), chosen by the
+	// server so that its owner record is written before the session is
+	// made.
+	ID string
+	// CopyAs, when set, are the caller's credentials: what the session
+	// copies out of the repository (its write directory, or its page) is
+	// read with them (sandbox.SessionConfig.CopyAs).
+	CopyAs           *fscred.Creds
 	RepoDev, RepoIno uint64
 	ProfileData      []byte
 	IdleTTL          time.Duration
 	DefaultIdleTTL   time.Duration
 	MaxMemory        int64
+	// ReserveWriteArea, when set, is called once with the write area
+	// (bytes) of a writable session after its profile is read and
+	// before anything is made; its error refuses the creation.
+	ReserveWriteArea func(bytes int64) error
 }
 
 // FileFailure is a file tool that ran and failed inside the container;

@@ -52,6 +52,10 @@ type Config struct {
 	// MaxMemory caps, in bytes, the memory limits of the calls running
 	// at once (Options.MaxMemory); 0 for none.
 	MaxMemory int64
+	// MaxWriteAreaPerUID and MaxWriteArea cap, in bytes, the write areas
+	// of one owner's sessions and of every session
+	// (Options.MaxWriteAreaPerUID); 0 for none.
+	MaxWriteAreaPerUID, MaxWriteArea int64
 	// MaxConnections caps the connections open at once; 0 means
 	// DefaultMaxConnections.
 	MaxConnections int
@@ -242,6 +246,7 @@ func Run(ctx context.Context, cfg Config, newBackend func(context.Context) (Back
 	}
 	srv, err := NewServer(b, Options{Version: cfg.Version, AdminGID: adminGID, MaxRunning: cfg.MaxRunning, QueueWait: cfg.QueueWait, MaxRunningPerUID: cfg.MaxRunningPerUID,
 		DefaultIdleTTL: cfg.IdleTTL, MaxSessionsPerUID: cfg.MaxSessionsPerUID, MaxSessions: cfg.MaxSessions, MaxMemory: cfg.MaxMemory,
+		MaxWriteAreaPerUID: cfg.MaxWriteAreaPerUID, MaxWriteArea: cfg.MaxWriteArea,
 		MaxKeptPatchBytes: cfg.MaxKeptPatchBytes, KeptPatchRetention: cfg.KeptPatchRetention,
 		StateDir: cfg.StateDir, KubeletRoot: cfg.KubeletRoot, Log: cfg.Log})
 	if err != nil {
@@ -343,6 +348,10 @@ func pruneLoop(ctx context.Context, srv *Server, log io.Writer) {
 		if err != nil {
 			fmt.Fprintf(log, "corral daemon: sweeping: %v\n", err)
 		}
+		// What the sandbox's sweep removed keeps no owner record.
+		if err := srv.forgetRemoved(ctx); err != nil {
+			fmt.Fprintf(log, "corral daemon: forgetting removed sessions: %v\n", err)
+		}
 	}
 }
 
@@ -362,8 +371,8 @@ func capsOf(cfg Config) string {
 		return f(n)
 	}
 	count := func(n int64) string { return strconv.FormatInt(n, 10) }
-	return fmt.Sprintf("%d calls at once, per owner %s, memory of running calls %s, sessions %s, per owner %s, connections %d, per owner %s, kept patches per owner %s",
+	return fmt.Sprintf("%d calls at once, per owner %s, memory of running calls %s, sessions %s, per owner %s, write areas %s, per owner %s, connections %d, per owner %s, kept patches per owner %s",
 		cfg.MaxRunning, orNoCap(int64(cfg.MaxRunningPerUID), count), orNoCap(cfg.MaxMemory, size), orNoCap(int64(cfg.MaxSessions), count),
-		orNoCap(int64(cfg.MaxSessionsPerUID), count), cfg.MaxConnections, orNoCap(int64(cfg.MaxConnectionsPerUID), count),
-		orNoCap(cfg.MaxKeptPatchBytes, size))
+		orNoCap(int64(cfg.MaxSessionsPerUID), count), orNoCap(cfg.MaxWriteArea, size), orNoCap(cfg.MaxWriteAreaPerUID, size),
+		cfg.MaxConnections, orNoCap(int64(cfg.MaxConnectionsPerUID), count), orNoCap(cfg.MaxKeptPatchBytes, size))
 }

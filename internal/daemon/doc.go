@@ -18,10 +18,13 @@
 //     on open connections. errors.go: corral's errors as API errors.
 //   - peer_linux.go: the caller's identity from SO_PEERCRED and
 //     SO_PEERGROUPS on the accepted connection, and file access checked as
-//     the caller (setfsuid on a locked, discarded thread, then
-//     faccessat2(AT_EACCESS)).
+//     the caller (package fscred: setfsuid on a locked, discarded
+//     thread, then faccessat2(AT_EACCESS)); the session's copy out of
+//     the repository reads with the same credentials (CreateConfig.CopyAs).
 //   - owners.go: who owns each session (STATE_DIR/daemon/sessions/ID.json):
-//     a uid, or in Pod mode a Pod — and when it was last used.
+//     a uid, or in Pod mode a Pod. The record is written pending before
+//     its session is made and committed after (the creation's journal);
+//     the next start undoes a creation left pending.
 //   - pods.go: Pod mode's lifecycle (Options.KubeletRoot): a deleted Pod's
 //     sessions end, their patches kept under STATE_DIR/patches/<pod uid>/
 //     and served to admins (GET /v1/patches). The caller's Pod and its

@@ -99,10 +99,31 @@ func (f *fakeBackend) Create(_ context.Context, c CreateConfig) (api.Session, er
 	if c.MaxMemory > 0 && memory > c.MaxMemory {
 		return api.Session{}, &ErrCallMemory{Profile: c.Profile, Limit: memory, MemoryCap: c.MaxMemory}
 	}
+	// "wa-SIZE" names a profile whose write_area is SIZE (default 64MiB,
+	// the built-in's).
+	area := int64(64 << 20)
+	if v, ok := strings.CutPrefix(c.Profile, "wa-"); ok {
+		n, err := units.RAMInBytes(v)
+		if err != nil {
+			return api.Session{}, fmt.Errorf("profile %q: %w", c.Profile, errdefs.ErrInvalidArgument)
+		}
+		area = n
+	}
+	if c.ReserveWriteArea != nil && !c.ReadOnly {
+		if err := c.ReserveWriteArea(area); err != nil {
+			return api.Session{}, err
+		}
+	}
+	if c.Profile == "fail-after-reserve" {
+		return api.Session{}, fmt.Errorf("profile %q: %w: the mounts failed", c.Profile, errdefs.ErrUnavailable)
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.seq++
 	id := fmt.Sprintf("%012x", 0xa00000+f.seq)
+	if c.ID != "" {
+		id = c.ID
+	}
 	// The idle TTL as the sandbox records it: the request's, else the
 	// profile's (24h) shortened to the daemon's default.
 	ttl := c.IdleTTL

@@ -168,7 +168,9 @@ func (l *limiter) forget(owner string) {
 // acquire takes a slot for a call of owner (capped: --max-running-per-uid
 // applies) and reserves memory bytes (profile is the session's profile,
 // for the error of a call that can never fit), waiting up to l.wait; the
-// caller must call the returned release once its container is gone.
+// caller must call the returned release once its container is gone
+// (release is idempotent: a handler releases as soon as its call is
+// done and again, deferred, on every other way out).
 func (l *limiter) acquire(ctx context.Context, owner string, capped bool, profile string, memory int64) (release func(), err error) {
 	if l.maxMemory > 0 && memory > l.maxMemory {
 		return nil, &ErrCallMemory{Profile: profile, Limit: memory, MemoryCap: l.maxMemory}

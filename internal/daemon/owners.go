@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sync"
 
 	"github.com/corral-sandbox/corral/sandbox/api"
@@ -16,8 +17,9 @@ import (
 // owners records, for each session the daemon created, who owns it, in
 // STATE_DIR/daemon/sessions/<id>.json (0600, in a 0700 directory). The
 // record outlives the daemon, so a restarted one knows whose each session
-// is. A session without a record (made by the CLI, or a crash between
-// the session and its record) belongs to root.
+// is. It is written, pending, before its session is made (ownerRecord.
+// Pending), so a session the daemon made always has one; a session
+// without a record (made by the CLI) belongs to root.
 //
 // How long a session may idle is not the daemon's: it is the session's
 // own record (sandbox.SessionRecord.IdleTTL, its latest use the record's
@@ -40,6 +42,16 @@ type ownerRecord struct {
 	// repository came from.
 	Pod    string      `json:"pod,omitempty"`
 	Volume *api.Volume `json:"volume,omitempty"`
+	// WriteArea is the session's write area in bytes (its profile's
+	// write_area; 0 for a read-only session), counted against the
+	// write-area caps (writearea.go).
+	WriteArea int64 `json:"write_area,omitempty"`
+	// Pending marks a creation not finished: the record is written
+	// before the session is made and committed (Pending dropped) after.
+	// A record a stopped daemon left pending is undone at the next start
+	// (Server.undoPendingCreates): the session removed, if made, then the
+	// record.
+	Pending bool `json:"pending,omitempty"`
 }
 
 var idPattern = regexp.MustCompile(`^[0-9a-f]{12}$`)
@@ -151,6 +163,47 @@ func (o *owners) write(id string, r ownerRecord) error {
 		return fmt.Errorf("recording the session's owner: %w", err)
 	}
 	return nil
+}
+
+// commit marks id's creation finished (Pending dropped), durably.
+func (o *owners) commit(id string) error {
+	o.mu.Lock()
+	r, ok := o.records[id]
+	if !ok {
+		o.mu.Unlock()
+		return fmt.Errorf("recording the session's owner: session %s has no pending record", id)
+	}
+	r.Pending = false
+	rec := *r
+	o.mu.Unlock()
+	return o.write(id, rec)
+}
+
+// pending returns the ids whose creation is not finished.
+func (o *owners) pending() []string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	var ids []string
+	for id, r := range o.records {
+		if r.Pending {
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+// committed returns the ids whose creation is finished.
+func (o *owners) committed() []string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	var ids []string
+	for id, r := range o.records {
+		if !r.Pending {
+			ids = append(ids, id)
+		}
+	}
+	return ids
 }
 
 // ofPod returns the ids of the sessions Pod uid owns.

@@ -9,13 +9,13 @@ import (
 	"os"
 	"path"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
 	"unsafe"
 
 	"github.com/containerd/errdefs"
+	"github.com/corral-sandbox/corral/internal/fscred"
 	"github.com/corral-sandbox/corral/internal/kubepod"
 	"github.com/corral-sandbox/corral/internal/rootfs"
 	"golang.org/x/sys/unix"
@@ -306,37 +306,12 @@ func asPeer(p Peer, f func() error) error {
 	if p.UID == 0 {
 		return f()
 	}
-	done := make(chan error, 1)
-	go func() {
-		// Never unlocked: the thread dies with this goroutine.
-		runtime.LockOSThread()
-		groups := make([]uint32, len(p.Groups))
-		for i, g := range p.Groups {
-			groups[i] = uint32(g)
-		}
-		var gp uintptr
-		if len(groups) > 0 {
-			gp = uintptr(unsafe.Pointer(&groups[0]))
-		}
-		if _, _, e := unix.RawSyscall(unix.SYS_SETGROUPS, uintptr(len(groups)), gp, 0); e != 0 {
-			done <- fmt.Errorf("setgroups: %w", e)
-			return
-		}
-		// setfsuid/setfsgid return the previous id and never fail
-		// visibly; read back to be sure the change took.
-		unix.RawSyscall(unix.SYS_SETFSGID, uintptr(p.GID), 0, 0)
-		unix.RawSyscall(unix.SYS_SETFSUID, uintptr(p.UID), 0, 0)
-		if cur, _, _ := unix.RawSyscall(unix.SYS_SETFSUID, ^uintptr(0), 0, 0); int(cur) != p.UID {
-			done <- fmt.Errorf("setfsuid(%d) did not take (fsuid %d)", p.UID, cur)
-			return
-		}
-		if cur, _, _ := unix.RawSyscall(unix.SYS_SETFSGID, ^uintptr(0), 0, 0); int(cur) != p.GID {
-			done <- fmt.Errorf("setfsgid(%d) did not take (fsgid %d)", p.GID, cur)
-			return
-		}
-		done <- f()
-	}()
-	return <-done
+	return p.creds().Do(f)
+}
+
+// creds are the peer's file-system credentials (package fscred).
+func (p Peer) creds() fscred.Creds {
+	return fscred.Creds{UID: p.UID, GID: p.GID, Groups: p.Groups}
 }
 
 // readFileAsPeer reads the file at path (at most max bytes) with the

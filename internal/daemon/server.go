@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -21,6 +22,8 @@ import (
 	"github.com/corral-sandbox/corral/audit"
 	apidoc "github.com/corral-sandbox/corral/docs/api"
 	"github.com/corral-sandbox/corral/internal/kubepod"
+	"github.com/corral-sandbox/corral/internal/testhook"
+	"github.com/corral-sandbox/corral/sandbox"
 	"github.com/corral-sandbox/corral/sandbox/api"
 )
 
@@ -38,6 +41,10 @@ const (
 	// DefaultMaxSessionsPerUID is the daemon's default
 	// --max-sessions-per-uid.
 	DefaultMaxSessionsPerUID = 32
+	// DefaultMaxWriteAreaPerUID is the daemon's default
+	// --max-write-area-per-uid: 64 write areas of the built-in profile's
+	// 64MiB, twice what DefaultMaxSessionsPerUID sessions of it hold.
+	DefaultMaxWriteAreaPerUID = "4GiB"
 )
 
 // Options are the server's trusted configuration (the daemon's flags).
@@ -73,6 +80,13 @@ type Options struct {
 	// the queue of MaxRunning. A session whose profile's limit alone is
 	// above it is refused at creation.
 	MaxMemory int64
+	// MaxWriteAreaPerUID caps, in bytes, the write areas (the tmpfs of a
+	// writable session, its profile's write_area) of the sessions one
+	// owner holds (the owners MaxSessionsPerUID counts), and
+	// MaxWriteArea those of every session together; 0 for no cap. A
+	// creation over either is refused (*ErrWriteAreas) before anything
+	// is made. See writearea.go for why --max-memory does not cover them.
+	MaxWriteAreaPerUID, MaxWriteArea int64
 	// MaxKeptPatchBytes caps, in Pod mode, the bytes of the patches kept
 	// for one Pod (the node's admins not capped): a DELETE without
 	// discard that would pass it is refused, and a Pod a session end left
@@ -115,6 +129,10 @@ type Server struct {
 	// endPodHook, when set (tests), runs after each step of ending a
 	// deleted Pod's session; an error stops there, as a kill would.
 	endPodHook func(step string) error
+	// createHook, when set (tests), runs after each step of a session's
+	// creation (createPending, createMade, createCommitted); an error
+	// stops it there, as a kill would.
+	createHook func(step string) error
 
 	mu sync.Mutex
 	// creating counts the sessions being created, per owner (ownerKey)
@@ -284,6 +302,10 @@ func (s *Server) Patterns() []string {
 // credentials could not be read) is refused; no route, or a method the
 // route does not take, is answered in the API's error form.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if err := canonicalPath(r.URL); err != nil {
+		writeJSON(w, http.StatusBadRequest, api.ErrorBody{Error: api.Error{Kind: api.KindInvalid, Message: err.Error()}})
+		return
+	}
 	p, ok := peerOf(r.Context())
 	if !ok {
 		s.fail(w, r, fmt.Errorf("%w: the caller's credentials (SO_PEERCRED) could not be read", errdefs.ErrPermissionDenied))
@@ -310,10 +332,48 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	status := rec.status
 	if status == 0 || status/100 == 3 {
-		// The mux redirects unclean paths; an API client never needs that.
+		// The mux redirects unclean paths (refused above, canonicalPath);
+		// an API client never needs a redirect.
 		status = http.StatusNotFound
 	}
 	writeJSON(w, status, api.ErrorBody{Error: api.Error{Kind: kind, Message: msg}})
+}
+
+// canonicalPath refuses a request path that is not in its one canonical
+// form, before any routing: an empty or relative path, a "." or ".."
+// segment, an empty segment ("//", or a trailing "/"), or a
+// percent-encoding other than the one url.URL.EscapedPath would make
+// (an encoded "/" or "." — url.URL.RawPath is set exactly then). A
+// router that cleaned such a path (net/http.ServeMux answers a redirect)
+// would serve one spelling under the name of another; the API has one
+// spelling per route, so any other is the client's mistake, said as
+// such (400 invalid, naming what is wrong).
+func canonicalPath(u *url.URL) error {
+	p := u.Path
+	bad := func(why string) error {
+		return fmt.Errorf("request path %q: %w: not canonical: %s", u.EscapedPath(), errdefs.ErrInvalidArgument, why)
+	}
+	switch {
+	case !strings.HasPrefix(p, "/"):
+		return bad("want an absolute path")
+	case u.RawPath != "":
+		return bad("percent-encodes a character that is spelled plainly (or an encoded \"/\")")
+	case p == "/":
+		return nil
+	case strings.HasSuffix(p, "/"):
+		return bad("a trailing \"/\"")
+	}
+	for _, seg := range strings.Split(p[1:], "/") {
+		switch seg {
+		case "":
+			return bad("an empty segment (\"//\")")
+		case ".":
+			return bad("a \".\" segment")
+		case "..":
+			return bad("a \"..\" segment")
+		}
+	}
+	return nil
 }
 
 // recorder captures the mux's own answer for a request it has no route
@@ -480,7 +540,8 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer rsv.release()
-	cfg := CreateConfig{CreateSession: req, IdleTTL: ttl, DefaultIdleTTL: s.opt.DefaultIdleTTL, MaxMemory: s.opt.MaxMemory}
+	cfg := CreateConfig{CreateSession: req, IdleTTL: ttl, DefaultIdleTTL: s.opt.DefaultIdleTTL, MaxMemory: s.opt.MaxMemory,
+		ReserveWriteArea: rsv.reserveWriteArea}
 	isFile := strings.ContainsRune(req.Profile, '/') || strings.HasSuffix(req.Profile, ".yaml")
 	if err := s.checkPodCreate(p, req, isFile); err != nil {
 		s.fail(w, r, err)
@@ -518,15 +579,26 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 		}
 		cfg.Repo, cfg.RepoDev, cfg.RepoIno = real, uint64(st.Dev), st.Ino
 		// What the session copies out of the repository (its write
-		// directory, or its page) it copies as root: the caller must be
-		// able to read it all itself. A scope the allowlist refuses is
-		// refused by the backend, with its own message. (A Pod's volume
-		// is the Pod's own, whole.)
+		// directory, or its page) the caller must be able to read itself.
+		// The copy reads it with the caller's credentials (CopyAs), so
+		// what it takes is what the caller could read when it was taken;
+		// checkCopiedAsPeer only says early, and precisely, what the
+		// caller may not read. A scope the allowlist refuses is refused
+		// by the backend, with its own message. (A Pod's volume is the
+		// Pod's own, whole.)
+		if p.UID != 0 {
+			c := p.creds()
+			cfg.CopyAs = &c
+		}
 		if scope, err := allowlist.NewScope(allowlist.ScopeConfig{Dir: req.Scope, Page: req.Page, AgentID: req.AgentID, ReadOnly: req.ReadOnly}); err == nil && !req.ReadOnly {
 			if err := checkCopiedAsPeer(p, real, scope.Dir, scope.Page); err != nil {
 				s.fail(w, r, err)
 				return
 			}
+		}
+		if err := testhook.Point(HookCreateChecked); err != nil {
+			s.fail(w, r, err)
+			return
 		}
 	}
 	// Creating mounts and starts containers: it takes a slot of the call
@@ -537,19 +609,107 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer release() // given back once (acquire's release): a panic too
-	sess, err := s.b.Create(r.Context(), cfg)
-	release()
+	// Journaled: the owner record, pending, first; then the session;
+	// then the record committed. A daemon killed at any point leaves a
+	// pending record that names whatever it made, and the next start
+	// removes both (undoPendingCreates): never a session without its
+	// owner's record (root's until its idle TTL).
+	cfg.ID, err = sandbox.NewSessionID()
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	if err := rsv.record(sess.ID, ownerRecord{UID: p.UID, GID: p.GID, Pod: p.Pod, Volume: req.Volume}); err != nil {
+	// The pending record goes on every way out but a commit and a
+	// test's kill: a failure, a panic (the session cap's place is given
+	// back with the slot).
+	keep := false
+	defer func() {
+		if !keep {
+			_ = s.owners.remove(cfg.ID)
+		}
+	}()
+	if err := rsv.record(cfg.ID, ownerRecord{UID: p.UID, GID: p.GID, Pod: p.Pod, Volume: req.Volume, Pending: true}); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if err := s.createStep(createPending); err != nil {
+		keep = true // a kill: nothing undone
+		s.fail(w, r, err)
+		return
+	}
+	sess, err := s.b.Create(r.Context(), cfg)
+	release()
+	if err != nil {
+		s.fail(w, r, errors.Join(err, s.owners.remove(cfg.ID)))
+		return
+	}
+	if err := s.createStep(createMade); err != nil {
+		keep = true
+		s.fail(w, r, err)
+		return
+	}
+	if err := s.owners.commit(cfg.ID); err != nil {
 		// Without its owner record the session would be root's: remove it.
 		_, rerr := s.b.Remove(context.WithoutCancel(r.Context()), sess.ID, true)
-		s.fail(w, r, errors.Join(err, rerr))
+		s.fail(w, r, errors.Join(err, rerr, s.owners.remove(cfg.ID)))
+		return
+	}
+	keep = true
+	if err := s.createStep(createCommitted); err != nil {
+		s.fail(w, r, err)
 		return
 	}
 	writeJSON(w, http.StatusCreated, s.annotate(sess))
+}
+
+// HookCreateChecked is the test point (package testhook) of a creation
+// between the caller's checks of what it copies and the copy: where a
+// swap of the repository's files would have to land.
+const HookCreateChecked = "daemon: create: checked as the caller"
+
+// The steps of a creation, after each of which the test hook createHook
+// may stop it as a kill would.
+const (
+	createPending   = "pending"   // the owner record written, pending
+	createMade      = "made"      // the session made
+	createCommitted = "committed" // the owner record committed
+)
+
+// createStep runs createHook, then the testhook point HookCreateStep +
+// step (tests), after step of a creation.
+func (s *Server) createStep(step string) error {
+	if s.createHook != nil {
+		if err := s.createHook(step); err != nil {
+			return err
+		}
+	}
+	return testhook.Point(HookCreateStep + step)
+}
+
+// HookCreateStep, followed by a step's name (createPending "pending",
+// createMade "made", createCommitted "committed"), names the testhook
+// point after that step of a creation; an error there stops the
+// creation as a kill would (nothing undone).
+const HookCreateStep = "daemon: create: after "
+
+// undoPendingCreates undoes the creations a stopped daemon left
+// unfinished (an owner record still pending): the session, if it was
+// made, is removed with nothing kept (its creator never got it), then
+// the record. It runs at start, before anything else reads the records.
+func (s *Server) undoPendingCreates(ctx context.Context) error {
+	var errs []error
+	for _, id := range s.owners.pending() {
+		_, err := s.b.Remove(ctx, id, true)
+		if err != nil && !errdefs.IsNotFound(err) {
+			errs = append(errs, fmt.Errorf("session %s, its creation interrupted: %w", id, err))
+			continue
+		}
+		if err == nil {
+			fmt.Fprintf(s.opt.Log, "corral daemon: session %s: its creation was interrupted; removed\n", id)
+		}
+		errs = append(errs, s.owners.remove(id))
+	}
+	return errors.Join(errs...)
 }
 
 // checkPodCreate checks a creation against the server's mode: in Pod mode
@@ -599,7 +759,11 @@ func (e *ErrTooManySessions) Unwrap() error { return errdefs.ErrResourceExhauste
 type reservation struct {
 	s     *Server
 	owner string // "" when the owner's own cap does not apply
+	of    string // the owner as errors name it ("uid 1001", "pod:UID")
 	done  bool
+	// id is the session whose pending owner record ended the
+	// reservation (record), where reserveWriteArea puts its bytes.
+	id string
 }
 
 // sessionCap is one of the caps a creation is counted against: at most
@@ -640,6 +804,7 @@ func (s *Server) reserveSession(p Peer) (*reservation, error) {
 		if p.Pod == "" {
 			of = fmt.Sprintf("uid %d", p.UID)
 		}
+		rsv.of = of
 		caps = append(caps, sessionCap{max: s.opt.MaxSessionsPerUID, flag: "--max-sessions-per-uid", of: of,
 			match: func(r ownerRecord) bool { return r.owner() == owner }, creating: s.creating[owner]})
 	}
@@ -668,6 +833,7 @@ func (s *Server) reserveSession(p Peer) (*reservation, error) {
 func (r *reservation) record(id string, rec ownerRecord) error {
 	r.s.mu.Lock()
 	defer r.s.mu.Unlock()
+	r.id = id
 	r.end()
 	return r.s.owners.add(id, rec)
 }
@@ -855,8 +1021,26 @@ func (s *Server) PruneExpired(ctx context.Context) (api.Pruned, error) {
 	return s.pruneSessions(ctx, all, nil, false, endByIdle)
 }
 
-// ForgetMissing drops owner records of sessions that no longer exist.
+// ForgetMissing runs at start: it undoes the creations a stopped daemon
+// left unfinished (undoPendingCreates), then drops owner records of
+// sessions that no longer exist.
 func (s *Server) ForgetMissing(ctx context.Context) error {
+	if err := s.undoPendingCreates(ctx); err != nil {
+		return err
+	}
+	return s.forgetRemoved(ctx)
+}
+
+// forgetRemoved drops the owner records of sessions that no longer exist
+// (removed by the CLI, or by the sandbox's own sweep: an expired
+// session no process held). A record still pending (a creation in
+// flight) is never dropped, nor one committed after the sessions were
+// listed: only records committed before the listing are judged by it.
+func (s *Server) forgetRemoved(ctx context.Context) error {
+	judged := map[string]bool{}
+	for _, id := range s.owners.committed() {
+		judged[id] = true
+	}
 	all, err := s.b.Sessions(ctx)
 	if err != nil {
 		return err
@@ -876,7 +1060,7 @@ func (s *Server) ForgetMissing(ctx context.Context) error {
 	for id := range s.pendingEnds() {
 		ids[id] = true
 	}
-	s.owners.keepOnly(func(id string) bool { return ids[id] })
+	s.owners.keepOnly(func(id string) bool { return ids[id] || !judged[id] })
 	return nil
 }
 
@@ -943,6 +1127,9 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
 	defer release()
 	if !req.Stream && !strings.Contains(r.Header.Get("Accept"), api.MediaNDJSON) {
 		res, err := s.b.Exec(r.Context(), id, req.Argv, nil, nil)
+		// The call is done: its slot is not held while a slow client
+		// reads the answer (buffered, its write bounded: writeJSON).
+		release()
 		if err != nil {
 			s.fail(w, r, notFound(id, err))
 			return
@@ -990,6 +1177,7 @@ func fileCall[Req, Res any](s *Server, w http.ResponseWriter, r *http.Request, c
 	}
 	defer release()
 	res, err := call(r.Context(), id, req)
+	release() // as exec's: never held while the answer is written
 	if err != nil {
 		s.fail(w, r, notFound(id, err))
 		return

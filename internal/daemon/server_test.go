@@ -606,7 +606,8 @@ func TestRequestsAreStrict(t *testing.T) {
 		{"POST", "/v1/sessions", "application/json", `{"repo":"` + strings.Repeat("a", maxBody) + `"}`, 400, "invalid"},
 		{"GET", "/v1/nothing", "", "", 404, "not_found"},
 		{"PUT", "/v1/version", "", "", 405, "method_not_allowed"},
-		{"GET", "/v1/sessions/../../etc", "", "", 404, "not_found"},
+		// An unclean path is refused before routing (TestUncleanPathsRefused).
+		{"GET", "/v1/sessions/../../etc", "", "", 400, "invalid"},
 		// A NUL byte in a host path is the caller's mistake, not corral's
 		// failure.
 		{"POST", "/v1/sessions", "application/json", `{"repo":"/tmp\u0000/x"}`, 400, "invalid"},
@@ -709,4 +710,172 @@ func TestSessionsPerUIDCapped(t *testing.T) {
 	require.NoError(t, err)
 	_, err = alice.CreateSession(ctx, api.CreateSession{Repo: e.repo})
 	require.NoError(t, err, "a removed session frees its place")
+}
+
+// TestUncleanPathsRefused: a request path in any spelling but its
+// canonical one is refused before routing, 400 invalid naming what is
+// wrong with it — never cleaned and served (as a redirect or as the route
+// it cleans to) nor answered as a missing route. Before, "/v1/./sessions"
+// and "/v1//sessions" were answered as routes the mux cleaned them to.
+func TestUncleanPathsRefused(t *testing.T) {
+	e := newEnv(t)
+	c, _ := e.client("")
+	s, err := c.CreateSession(context.Background(), api.CreateSession{Repo: e.repo})
+	require.NoError(t, err)
+	for _, tc := range []struct{ path, why string }{
+		{"/v1//sessions", `an empty segment ("//")`},
+		{"//v1/sessions", `an empty segment ("//")`},
+		{"/v1/./sessions", `a "." segment`},
+		{"/v1/sessions/../sessions", `a ".." segment`},
+		{"/v1/sessions/../x", `a ".." segment`},
+		{"/v1/sessions/" + s.ID + "/./diff", `a "." segment`},
+		{"/v1/sessions/", `a trailing "/"`},
+		{"/v1/version/", `a trailing "/"`},
+		{"/v1/sessions/%2e%2e/x", `percent-encodes`},
+		{"/v1/sessions/" + s.ID + "%2Fdiff", `percent-encodes`},
+		{"/v1/sessions/" + s.ID + "/files%3Aread", `percent-encodes`},
+	} {
+		t.Run(tc.path, func(t *testing.T) {
+			conn, err := net.Dial("unix", e.sock)
+			require.NoError(t, err)
+			defer conn.Close()
+			_, err = fmt.Fprintf(conn, "GET %s HTTP/1.1\r\nHost: corral\r\nConnection: close\r\n\r\n", tc.path)
+			require.NoError(t, err)
+			resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+			require.NoError(t, err)
+			defer resp.Body.Close()
+			body, _ := io.ReadAll(resp.Body)
+			require.Equal(t, http.StatusBadRequest, resp.StatusCode, string(body))
+			require.Equal(t, api.MediaJSON, resp.Header.Get("Content-Type"))
+			require.Contains(t, string(body), `"kind":"invalid"`)
+			require.Contains(t, string(body), "not canonical: "+strings.ReplaceAll(tc.why, `"`, `\"`))
+		})
+	}
+	// The canonical spellings are served.
+	for _, p := range []string{"/v1/version", "/v1/sessions", "/v1/sessions/" + s.ID + "/diff"} {
+		status, body := e.raw("GET", p, "", "")
+		require.Equal(t, http.StatusOK, status, p+": "+body)
+	}
+}
+
+// TestUnreadAnswerFreesItsSlot: a client that never reads the answer of
+// a non-streamed call does not hold the call's slot while the daemon
+// writes to it: with one slot, the next call runs at once. Before, the
+// slot was released only after the answer was written, up to the 60 s
+// write deadline later, and the next call waited out the queue (429).
+func TestUnreadAnswerFreesItsSlot(t *testing.T) {
+	e := newEnv(t, func(o *Options) { o.MaxRunning = 1; o.QueueWait = 500 * time.Millisecond })
+	c, _ := e.client("")
+	ctx := context.Background()
+	s, err := c.CreateSession(ctx, api.CreateSession{Repo: e.repo})
+	require.NoError(t, err)
+	big := strings.Repeat("y", 4<<20)
+	_, err = c.Write(ctx, s.ID, api.Write{Path: "openwiki/big.md", Content: big})
+	require.NoError(t, err)
+	for _, tc := range []struct{ path, body string }{
+		// 4 MiB of stdout, ~5.6 MiB of JSON: far above a unix socket's
+		// buffers.
+		{"/v1/sessions/" + s.ID + "/exec", `{"argv":["flood"]}`},
+		{"/v1/sessions/" + s.ID + "/files:read", `{"path":"openwiki/big.md"}`},
+	} {
+		conn, err := net.Dial("unix", e.sock)
+		require.NoError(t, err)
+		defer conn.Close()
+		_, err = fmt.Fprintf(conn, "POST %s HTTP/1.1\r\nHost: corral\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", tc.path, len(tc.body), tc.body)
+		require.NoError(t, err)
+		if strings.HasSuffix(tc.path, "/exec") {
+			select {
+			case <-e.fake.execReturned:
+			case <-time.After(10 * time.Second):
+				t.Fatal("the call did not run")
+			}
+		} else {
+			time.Sleep(200 * time.Millisecond) // the read is done at once
+		}
+		// The answer is being written to a client that reads nothing.
+		require.Eventually(t, func() bool { return e.srv.lim.running() == 0 }, 2*time.Second, 10*time.Millisecond,
+			"the slot is held while the answer waits for its reader")
+		res, err := c.Exec(ctx, s.ID, []string{"echo", "next"}, nil, nil)
+		require.NoError(t, err)
+		require.Equal(t, "next\n", string(res.Stdout))
+	}
+}
+
+// TestCreateKilledAtEveryStep: a daemon killed at any step of a
+// session's creation — its owner record written pending, the session
+// made, the record committed — leaves nothing its creator cannot see or
+// remove: after the next start (ForgetMissing) a creation stopped before
+// its commit is undone (the session removed, nothing kept; the record
+// gone), and a committed one is its creator's, listed to it and
+// removable by it. Before, a kill between making the session and writing
+// its owner record left a session owned by root until its idle TTL.
+func TestCreateKilledAtEveryStep(t *testing.T) {
+	for _, step := range []string{createPending, createMade, createCommitted} {
+		t.Run(step, func(t *testing.T) {
+			var opts Options
+			e := newEnv(t, func(o *Options) { opts = *o })
+			ctx := context.Background()
+			killed := errors.New("killed")
+			e.srv.createHook = func(at string) error {
+				if at == step {
+					return killed
+				}
+				return nil
+			}
+			a, _ := e.client("1000:1000")
+			_, err := a.CreateSession(ctx, api.CreateSession{Repo: e.repo})
+			require.Error(t, err)
+			records, err := filepath.Glob(filepath.Join(opts.StateDir, "daemon", "sessions", "*.json"))
+			require.NoError(t, err)
+			require.Len(t, records, 1, "the owner record is written first")
+			id := strings.TrimSuffix(filepath.Base(records[0]), ".json")
+
+			// The next daemon, on the same state directory.
+			srv, err := NewServer(e.fake, opts)
+			require.NoError(t, err)
+			require.NoError(t, srv.ForgetMissing(ctx))
+			all, err := e.fake.Sessions(ctx)
+			require.NoError(t, err)
+			if step != createCommitted {
+				require.Empty(t, all, "an unfinished creation is undone")
+				require.NoFileExists(t, records[0])
+				require.Equal(t, 0, srv.owners.count(func(ownerRecord) bool { return true }))
+				return
+			}
+			require.Len(t, all, 1)
+			require.Equal(t, id, all[0].ID)
+			rec := srv.owners.get(id)
+			require.Equal(t, 1000, rec.UID)
+			require.False(t, rec.Pending)
+			require.True(t, srv.visible(Peer{UID: 1000, GID: 1000}, rec))
+			require.False(t, srv.visible(Peer{UID: 1001, GID: 1001}, rec))
+		})
+	}
+	// A creation that fails (not a kill) leaves no record either.
+	var opts Options
+	e := newEnv(t, func(o *Options) { opts = *o })
+	a, _ := e.client("1000:1000")
+	_, err := a.CreateSession(context.Background(), api.CreateSession{Repo: e.repo, Profile: "missing"})
+	require.Error(t, err)
+	records, err := filepath.Glob(filepath.Join(opts.StateDir, "daemon", "sessions", "*"))
+	require.NoError(t, err)
+	require.Empty(t, records)
+}
+
+// TestRecordsOfSweptSessionsForgotten: a session removed behind the
+// server's back (the sandbox's own sweep of an expired session, the CLI)
+// loses its owner record at the next forgetRemoved (the prune timer's),
+// while a creation in flight (its record pending) keeps its own.
+func TestRecordsOfSweptSessionsForgotten(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	a, _ := e.client("1000:1000")
+	s, err := a.CreateSession(ctx, api.CreateSession{Repo: e.repo})
+	require.NoError(t, err)
+	_, err = e.fake.Remove(ctx, s.ID, true) // the sandbox's sweep
+	require.NoError(t, err)
+	require.NoError(t, e.srv.owners.add("0123456789ab", ownerRecord{UID: 1000, GID: 1000, Pending: true}))
+	require.NoError(t, e.srv.forgetRemoved(ctx))
+	require.Equal(t, []string{"0123456789ab"}, e.srv.owners.pending())
+	require.Empty(t, e.srv.owners.committed())
 }
