@@ -739,11 +739,9 @@ func (h *harness) refusesStart(rule string, pages []string) {
 	}
 	for _, page := range pages {
 		cfg := sandbox.SessionConfig{Repo: h.repo, Profile: docsProfile(t), Page: page}
-		sessions := filepath.Join(testutil.StateDir(t), "sessions")
-		before, _ := os.ReadDir(sessions)
+		before := sessionEntries(t, testutil.StateDir(t))
 		s, err := h.e.NewSession(t.Context(), cfg)
-		after, _ := os.ReadDir(sessions)
-		require.Equal(t, len(before), len(after), "a refused start left session state")
+		require.Equal(t, before, sessionEntries(t, testutil.StateDir(t)), "a refused start left session state")
 		require.Error(t, err, "the session started (page %q)", page)
 		require.Nil(t, s)
 		require.True(t, errdefs.IsFailedPrecondition(err), "REFUSE/START: %v", err)

@@ -73,10 +73,7 @@ func TestCLIJSONExitCodes(t *testing.T) {
 	e := testutil.Executor(t)
 	repo := violationRepo(t)
 	before := testutil.Snapshot(t, repo)
-	tiny := filepath.Join(t.TempDir(), "tiny.yaml")
-	docs, err := os.ReadFile(filepath.Join("..", "profiles", "builtin", "docs.yaml"))
-	require.NoError(t, err)
-	require.NoError(t, os.WriteFile(tiny, []byte(strings.Replace(strings.Replace(string(docs), "output: 1MiB", "output: 4KiB", 1), "name: docs", "name: tiny", 1)), 0o644))
+	tiny := docsProfileFile(t, "tiny", "output: 1MiB", "output: 4KiB")
 
 	stdout, stderr, code := corralCmd(t, "run", "--json", "--repo", repo, "--", "ls")
 	require.Equal(t, 0, code, stderr)

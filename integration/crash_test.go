@@ -181,8 +181,7 @@ func TestRunClosedPipe(t *testing.T) {
 	ms, err := mountinfo.GetMounts(mountinfo.PrefixFilter(state))
 	require.NoError(t, err)
 	require.Empty(t, ms, "mounts")
-	sessions, _ := os.ReadDir(filepath.Join(state, "sessions"))
-	require.Empty(t, sessions, "session directories")
+	require.Empty(t, sessionEntries(t, state), "session directories")
 	fifos, _ := os.ReadDir(filepath.Join(state, "fifo"))
 	require.Empty(t, fifos, "FIFO directories")
 }

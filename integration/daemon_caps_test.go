@@ -5,9 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -32,14 +30,9 @@ func TestDaemonNodeCaps(t *testing.T) {
 	ctx := context.Background()
 	repo := newRepo(t, map[string]string{"README.md": "# r\n", "slow.txt": slowLine()})
 
-	docs, err := os.ReadFile(filepath.Join("..", "profiles", "builtin", "docs.yaml"))
-	require.NoError(t, err)
-	small := strings.NewReplacer("name: docs", "name: small", "memory: 512MiB", "memory: 64MiB", "timeout: 60s", "timeout: 3s").Replace(string(docs))
-	require.Contains(t, small, "memory: 64MiB")
-	prof := filepath.Join(t.TempDir(), "small.yaml")
-	require.NoError(t, os.WriteFile(prof, []byte(small), 0o644))
+	prof := docsProfileFile(t, "small", "memory: 512MiB", "memory: 64MiB", "timeout: 60s", "timeout: 3s")
 
-	_, err = c.CreateSession(ctx, api.CreateSession{Repo: repo, ReadOnly: true})
+	_, err := c.CreateSession(ctx, api.CreateSession{Repo: repo, ReadOnly: true})
 	requireAPIKind(t, err, api.KindLimit)
 	require.Equal(t, `profile "docs": its memory limit of 512MiB per call is above the daemon's --max-memory 100MiB; use a profile with a smaller resources.memory`, err.Error())
 
@@ -149,25 +142,8 @@ func TestDaemonQueueFairAcrossUIDs(t *testing.T) {
 	d := startDaemon(t, state, sock, "--max-running", "1", "--queue-wait", "12s")
 	bin := daemonClientPath(t)
 	repo := openRepo(t, map[string]string{"README.md": "# r\n", "slow.txt": slowLine()})
-	docs, err := os.ReadFile(filepath.Join("..", "profiles", "builtin", "docs.yaml"))
-	require.NoError(t, err)
-	short := strings.NewReplacer("name: docs", "name: short", "timeout: 60s", "timeout: 2s").Replace(string(docs))
-	require.Contains(t, short, "timeout: 2s")
-	profDir, err := os.MkdirTemp("", "corral-it-prof-")
-	require.NoError(t, err)
-	t.Cleanup(func() { os.RemoveAll(profDir) })
-	require.NoError(t, os.Chmod(profDir, 0o755))
-	prof := filepath.Join(profDir, "short.yaml")
-	require.NoError(t, os.WriteFile(prof, []byte(short), 0o644))
-
-	create := func(uid int) string {
-		o := asUID(t, bin, uid, 65534, sock, "create-json", `{"repo":"`+repo+`","read_only":true,"profile":"`+prof+`"}`)
-		require.Empty(t, o.Kind, o.Message)
-		var s api.Session
-		require.NoError(t, json.Unmarshal(o.Result, &s))
-		return s.ID
-	}
-	hostile, victim := create(65534), create(1234)
+	prof := docsProfileFile(t, "short", "timeout: 60s", "timeout: 2s")
+	hostile, victim := readOnlySessionAs(t, bin, sock, 65534, repo, prof), readOnlySessionAs(t, bin, sock, 1234, repo, prof)
 
 	type out struct {
 		o   dcOutput
@@ -222,23 +198,8 @@ func TestDaemonRunningPerUID(t *testing.T) {
 	d := startDaemon(t, state, sock, "--max-running", "2", "--max-running-per-uid", "1", "--queue-wait", "5s", "--grace", "1s")
 	bin := daemonClientPath(t)
 	repo := openRepo(t, map[string]string{"README.md": "# r\n", "slow.txt": slowLine()})
-	docs, err := os.ReadFile(filepath.Join("..", "profiles", "builtin", "docs.yaml"))
-	require.NoError(t, err)
-	long := strings.NewReplacer("name: docs", "name: long", "timeout: 60s", "timeout: 15s").Replace(string(docs))
-	profDir, err := os.MkdirTemp("", "corral-it-prof-")
-	require.NoError(t, err)
-	t.Cleanup(func() { os.RemoveAll(profDir) })
-	require.NoError(t, os.Chmod(profDir, 0o755))
-	prof := filepath.Join(profDir, "long.yaml")
-	require.NoError(t, os.WriteFile(prof, []byte(long), 0o644))
-	create := func(uid int) string {
-		o := asUID(t, bin, uid, 65534, sock, "create-json", `{"repo":"`+repo+`","read_only":true,"profile":"`+prof+`"}`)
-		require.Empty(t, o.Kind, o.Message)
-		var s api.Session
-		require.NoError(t, json.Unmarshal(o.Result, &s))
-		return s.ID
-	}
-	hostile, victim := create(65534), create(1234)
+	prof := docsProfileFile(t, "long", "timeout: 60s", "timeout: 15s")
+	hostile, victim := readOnlySessionAs(t, bin, sock, 65534, repo, prof), readOnlySessionAs(t, bin, sock, 1234, repo, prof)
 	for range 2 {
 		cmd := exec.Command(bin, append([]string{sock, "exec", hostile}, slowArgv...)...)
 		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534, Groups: []uint32{}}}
@@ -275,16 +236,7 @@ func TestDaemonWriteAreaPerUID(t *testing.T) {
 	d := startDaemon(t, state, sock, "--max-write-area-per-uid", "300MiB")
 	bin := daemonClientPath(t)
 	repo := openRepo(t, map[string]string{"README.md": "# r\n"})
-	docs, err := os.ReadFile(filepath.Join("..", "profiles", "builtin", "docs.yaml"))
-	require.NoError(t, err)
-	big := strings.NewReplacer("name: docs", "name: big", "write_area: 64MiB", "write_area: 128MiB").Replace(string(docs))
-	require.Contains(t, big, "write_area: 128MiB")
-	profDir, err := os.MkdirTemp("", "corral-it-prof-")
-	require.NoError(t, err)
-	t.Cleanup(func() { os.RemoveAll(profDir) })
-	require.NoError(t, os.Chmod(profDir, 0o755))
-	prof := filepath.Join(profDir, "big.yaml")
-	require.NoError(t, os.WriteFile(prof, []byte(big), 0o644))
+	prof := docsProfileFile(t, "big", "write_area: 64MiB", "write_area: 128MiB")
 
 	// areas lists the sizes (bytes) of the write-area tmpfs mounts under
 	// the state directory.
@@ -334,4 +286,16 @@ func TestDaemonWriteAreaPerUID(t *testing.T) {
 	o = create(false)
 	require.Empty(t, o.Kind, "a removed session gives its write area back: %s", o.Message)
 	d.stop(true)
+}
+
+// readOnlySessionAs creates, as uid (group nogroup) through the daemon
+// client bin, a read-only session over repo with the profile file prof,
+// and returns its ID.
+func readOnlySessionAs(t *testing.T, bin, sock string, uid int, repo, prof string) string {
+	t.Helper()
+	o := asUID(t, bin, uid, 65534, sock, "create-json", `{"repo":"`+repo+`","read_only":true,"profile":"`+prof+`"}`)
+	require.Empty(t, o.Kind, o.Message)
+	var s api.Session
+	require.NoError(t, json.Unmarshal(o.Result, &s))
+	return s.ID
 }

@@ -166,10 +166,7 @@ func normalize(s, repo, id string) string {
 // approval, write)/ls/rm.
 func TestCLIThroughDaemon(t *testing.T) {
 	modes := cliModes(t)
-	tiny := filepath.Join(t.TempDir(), "tiny.yaml")
-	docs, err := os.ReadFile(filepath.Join("..", "profiles", "builtin", "docs.yaml"))
-	require.NoError(t, err)
-	require.NoError(t, os.WriteFile(tiny, []byte(strings.Replace(strings.Replace(string(docs), "output: 1MiB", "output: 4KiB", 1), "name: docs", "name: tiny", 1)), 0o644))
+	tiny := docsProfileFile(t, "tiny", "output: 1MiB", "output: 4KiB")
 
 	var got [2][]cliStep
 	var patches [2]string

@@ -3,6 +3,8 @@ package integration
 import (
 	"bytes"
 	"context"
+	"errors"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -155,3 +157,46 @@ func lines(s string) []string {
 }
 
 func patchOf(cs *changeset.Set) ([]byte, error) { return changeset.Patch(cs) }
+
+// sessionEntries lists what STATE_DIR/sessions holds — session and
+// staging directories — without the creators' lock file, which stays
+// once the first session was made (sandbox.CreatorsLock).
+func sessionEntries(t *testing.T, state string) []string {
+	t.Helper()
+	entries, err := os.ReadDir(filepath.Join(state, "sessions"))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	require.NoError(t, err)
+	var names []string
+	for _, e := range entries {
+		if e.Name() != sandbox.CreatorsLock {
+			names = append(names, e.Name())
+		}
+	}
+	return names
+}
+
+// docsProfileFile writes the built-in docs profile, named name, with
+// each old, new pair of edits replaced (each old must occur), to a file
+// in a directory every uid may read — another uid names it to the
+// daemon, which reads it as that uid — removed at cleanup. It returns
+// the file's absolute path.
+func docsProfileFile(t *testing.T, name string, edits ...string) string {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("..", "profiles", "builtin", "docs.yaml"))
+	require.NoError(t, err)
+	text := string(data)
+	edits = append([]string{"name: docs", "name: " + name}, edits...)
+	for i := 0; i+1 < len(edits); i += 2 {
+		require.Contains(t, text, edits[i], "the docs profile has no %q to edit", edits[i])
+		text = strings.Replace(text, edits[i], edits[i+1], 1)
+	}
+	dir, err := os.MkdirTemp("", "corral-it-prof-")
+	require.NoError(t, err)
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	require.NoError(t, os.Chmod(dir, 0o755))
+	p := filepath.Join(dir, name+".yaml")
+	require.NoError(t, os.WriteFile(p, []byte(text), 0o644))
+	return p
+}

@@ -253,7 +253,7 @@ func (e *Executor) sweepSessions(ctx context.Context, force bool) (*GCReport, er
 	now := time.Now()
 	var errs []error
 	for _, d := range entries {
-		if d.Name() == creatorsLock {
+		if d.Name() == CreatorsLock {
 			continue
 		}
 		dir := filepath.Join(e.sessionsDir(), d.Name())

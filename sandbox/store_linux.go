@@ -235,16 +235,18 @@ func createStore(root string, rec SessionRecord, files []storeFile) (_ *store, r
 	return st, nil
 }
 
-// creatorsLock is the file, in the sessions directory, that every
+// CreatorsLock is the file, in the sessions directory, that every
 // creator holds shared between making its staging directory and holding
 // the directory's inuse (createStore), and the sweep exclusively while it
-// judges staging directories (tryStaging).
-const creatorsLock = ".create.lock"
+// judges staging directories (tryStaging). It stays for good once made:
+// the one entry of STATE_DIR/sessions that is neither a session nor
+// staging.
+const CreatorsLock = ".create.lock"
 
 // lockCreators takes how (unix.LOCK_SH, or unix.LOCK_EX|unix.LOCK_NB) on
-// root's creatorsLock; the caller calls unlock.
+// root's CreatorsLock; the caller calls unlock.
 func lockCreators(root string, how int) (unlock func(), err error) {
-	f, err := os.OpenFile(filepath.Join(root, creatorsLock), os.O_RDONLY|os.O_CREATE|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0o600)
+	f, err := os.OpenFile(filepath.Join(root, CreatorsLock), os.O_RDONLY|os.O_CREATE|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("creating session directory: %w", err)
 	}

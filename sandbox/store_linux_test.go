@@ -49,7 +49,7 @@ func TestSweepStagingAtOnce(t *testing.T) {
 	require.NoDirExists(t, crashed)
 	require.NoDirExists(t, bare)
 	require.DirExists(t, held, "a live creator holds it")
-	require.FileExists(t, filepath.Join(sessions, creatorsLock), "the lock file is no session")
+	require.FileExists(t, filepath.Join(sessions, CreatorsLock), "the lock file is no session")
 }
 
 // TestCreateStoreHoldsItsStaging: a sweep running while a store is made
