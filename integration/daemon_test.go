@@ -14,14 +14,17 @@ import (
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/containerd/containerd/api/types/runc/options"
 	containerd "github.com/containerd/containerd/v2/client"
 	"github.com/containerd/containerd/v2/pkg/namespaces"
+	"github.com/containerd/typeurl/v2"
 	"github.com/corral-sandbox/corral/allowlist"
 	"github.com/corral-sandbox/corral/audit"
 	"github.com/corral-sandbox/corral/internal/daemon/apitest"
@@ -148,7 +151,11 @@ func daemonContainers(t *testing.T, state string) map[string]bool {
 
 // runsACall reports whether c's task runs a call: running, and more
 // than corral-init alone (a container started ahead waits for its
-// request with its init alone).
+// request with its init alone). Under runc and crun the processes are
+// read from the container's cgroup (cgroupProcs): the task's Pids runs
+// `runc ps` through the shim for every running task, a second or more
+// per listing on a loaded host once the pools hold started containers,
+// which outlasted the 3s call TestDaemonNodeCaps had to catch running.
 func runsACall(ctx context.Context, c containerd.Container) bool {
 	task, err := c.Task(ctx, nil)
 	if err != nil {
@@ -157,8 +164,51 @@ func runsACall(ctx context.Context, c containerd.Container) bool {
 	if st, err := task.Status(ctx); err != nil || st.Status != containerd.Running {
 		return false
 	}
+	n, err := procs(ctx, c, task)
+	return err == nil && n > 1
+}
+
+// procs counts the processes of c's task: from its cgroup where
+// cgroupProcs can, else the task's Pids.
+func procs(ctx context.Context, c containerd.Container, task containerd.Task) (int, error) {
+	if n, ok := cgroupProcs(ctx, c); ok {
+		return n, nil
+	}
 	pids, err := task.Pids(ctx)
-	return err == nil && len(pids) > 1
+	return len(pids), err
+}
+
+// cgroupProcs counts the processes in the cgroup of c (its spec's
+// cgroupsPath: cgroup v2's cgroup.procs, or v1's in the pids hierarchy),
+// when c runs under runc or crun, whose cgroup holds the container's own
+// processes and nothing else; ok is false otherwise (runsc's cgroup holds
+// the sandbox, not the tool) or when the file cannot be read.
+func cgroupProcs(ctx context.Context, c containerd.Container) (n int, ok bool) {
+	info, err := c.Info(ctx)
+	if err != nil || info.Runtime.Options == nil {
+		return 0, false
+	}
+	v, err := typeurl.UnmarshalAny(info.Runtime.Options)
+	if err != nil {
+		return 0, false
+	}
+	opts, isRunc := v.(*options.Options)
+	if !isRunc || !slices.Contains([]string{".", "runc", "crun"}, filepath.Base(opts.BinaryName)) {
+		return 0, false
+	}
+	spec, err := c.Spec(ctx)
+	if err != nil || spec.Linux == nil || spec.Linux.CgroupsPath == "" {
+		return 0, false
+	}
+	p := filepath.Join("/sys/fs/cgroup", spec.Linux.CgroupsPath, "cgroup.procs")
+	if _, err := os.Stat("/sys/fs/cgroup/cgroup.controllers"); err != nil {
+		p = filepath.Join("/sys/fs/cgroup/pids", spec.Linux.CgroupsPath, "cgroup.procs")
+	}
+	data, err := os.ReadFile(p)
+	if err != nil {
+		return 0, false
+	}
+	return len(strings.Fields(string(data))), true
 }
 
 // madeAhead lists the containers of state made ahead of a call: created,
@@ -183,7 +233,7 @@ func madeAhead(t *testing.T, state string) map[string]bool {
 		}
 		if st.Status == containerd.Created {
 			out[x.ID()] = true
-		} else if pids, err := task.Pids(ctx); err == nil && st.Status == containerd.Running && len(pids) == 1 {
+		} else if n, err := procs(ctx, x, task); err == nil && st.Status == containerd.Running && n == 1 {
 			out[x.ID()] = true
 		}
 	}
