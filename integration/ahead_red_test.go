@@ -1,0 +1,112 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/corral-sandbox/corral/profiles"
+	"github.com/corral-sandbox/corral/sandbox"
+	"github.com/stretchr/testify/require"
+)
+
+// TestAheadDeadlineCountsFromRequest: a container started ahead that
+// waited longer than the session's timeout before its call still gives
+// the call its whole timeout (corral-init's deadline and the supervisor's
+// count from the request, not from the container's start).
+func TestAheadDeadlineCountsFromRequest(t *testing.T) {
+	forEachRuntime(t, func(t *testing.T, rt testRuntime) {
+		s := rt.session(t, hiddenRepo(t), withResources(t, profiles.Resources{Timeout: "3s"}))
+		require.NoError(t, s.Warm())
+		s.Idle()
+		// Idle longer than the timeout and its grace.
+		time.Sleep(3*time.Second + sandbox.InitGrace + time.Second)
+		res := inBox(t, s, "probe", "sleep", "1500ms")
+		require.Equal(t, 0, res.ExitCode, "stderr: %s", res.Stderr)
+		require.Equal(t, "woke\n", out(res))
+		require.Empty(t, res.LimitsHit)
+	})
+}
+
+// TestAheadToolReachesNoWaitingContainer: a tool of a session whose pool
+// holds containers started ahead sees, in its own container, no process
+// but its init and its own (no waiting init to signal or trace), its own
+// request directory holding its control file alone, and a kill of every
+// process it may signal leaves the session's next call (on a container
+// started ahead) running normally.
+func TestAheadToolReachesNoWaitingContainer(t *testing.T) {
+	forEachRuntime(t, func(t *testing.T, rt testRuntime) {
+		s := rt.session(t, hiddenRepo(t))
+		require.NoError(t, s.Warm())
+		s.Idle()
+		res := sh(t, s, `cd /proc && for p in [0-9]*; do echo "$p $(cat $p/comm 2>/dev/null)"; done; echo ---; ls -a /.corral/req 2>&1; echo ---; ls -a /.corral/ctl 2>&1; true`)
+		require.Equal(t, 0, res.ExitCode, "stderr: %s", res.Stderr)
+		t.Logf("%s", out(res))
+		parts := strings.Split(out(res), "---\n")
+		require.Len(t, parts, 3, out(res))
+		for _, line := range strings.Split(strings.TrimSpace(parts[0]), "\n") {
+			f := strings.Fields(line)
+			require.NotEmpty(t, f)
+			// PID 1 is this container's corral-init; every other process is
+			// the tool's shell or its children (busybox applets).
+			if f[0] == "1" || f[0] == "[0-9]*" { // "[0-9]*": Landlock keeps it out of /proc
+				continue
+			}
+			require.Len(t, f, 2, "process %q", line)
+			require.Contains(t, []string{"busybox", "sh", "cat", "ls"}, f[1], "a process the tool did not start: %q", line)
+		}
+		// Landlock keeps the tool out of /.corral where the kernel has it;
+		// else the directory holds its own control file alone.
+		if !strings.Contains(parts[1], "Permission denied") {
+			require.Equal(t, []string{".", "..", "request"}, strings.Fields(parts[1]))
+		}
+
+		// Every signal the tool can send: kill(-1, SIGKILL) reaches its own
+		// container's processes only.
+		sh(t, s, `kill -9 -1; sleep 1`)
+		for i := 0; i < 3; i++ {
+			res := run(t, s, "ls")
+			require.Equal(t, 0, res.ExitCode, "call %d after a kill(-1): %s", i, res.Stderr)
+		}
+	})
+}
+
+// TestAheadCloseLeavesNothing: closing a session whose pool holds
+// containers started ahead leaves none of them (containers, tasks,
+// cgroups) and no request directory.
+func TestAheadCloseLeavesNothing(t *testing.T) {
+	forEachRuntime(t, func(t *testing.T, rt testRuntime) {
+		e := rt.executor(t)
+		ctx := e.Context(context.Background())
+		s, err := e.CreateSession(context.Background(), sandbox.SessionConfig{Repo: hiddenRepo(t), Profile: docsProfile(t)}, "docs")
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = e.RemoveSession(context.Background(), s.ID) })
+		run(t, s, "ls")
+		s.Idle()
+		filter := fmt.Sprintf("labels.%q==%s", sandbox.LabelSession, s.ID)
+		cs, err := e.Client().Containers(ctx, filter)
+		require.NoError(t, err)
+		require.NotEmpty(t, cs, "the pool made nothing ahead")
+		var ids []string
+		for _, c := range cs {
+			ids = append(ids, c.ID())
+		}
+		req := filepath.Join(e.Config().StateDir, "sessions", s.ID, "req")
+		require.NoError(t, s.Close())
+		cs, err = e.Client().Containers(ctx, filter)
+		require.NoError(t, err)
+		require.Empty(t, cs, "containers of the closed session left")
+		entries, err := os.ReadDir(req)
+		if err == nil {
+			require.Empty(t, entries, "request directories left in %s", req)
+		}
+		for _, id := range ids {
+			cg, _ := filepath.Glob(filepath.Join("/sys/fs/cgroup", "*", "*", id))
+			require.Empty(t, cg, "cgroup of %s left", id)
+		}
+	})
+}
