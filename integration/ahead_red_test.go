@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/containerd/errdefs"
+	"github.com/corral-sandbox/corral/internal/testutil"
 	"github.com/corral-sandbox/corral/profiles"
 	"github.com/corral-sandbox/corral/sandbox"
 	"github.com/stretchr/testify/require"
@@ -108,5 +110,38 @@ func TestAheadCloseLeavesNothing(t *testing.T) {
 			cg, _ := filepath.Glob(filepath.Join("/sys/fs/cgroup", "*", "*", id))
 			require.Empty(t, cg, "cgroup of %s left", id)
 		}
+	})
+}
+
+// TestAheadHugeRequest: a request larger than a pipe's buffer reaches a
+// container started ahead whole (corral-init reads it as it comes), and
+// one larger than initctl.MaxBytes ends in a refusal, not a hang; the
+// session's next call runs.
+func TestAheadHugeRequest(t *testing.T) {
+	forEachRuntime(t, func(t *testing.T, rt testRuntime) {
+		s := rt.session(t, hiddenRepo(t))
+		require.NoError(t, s.Warm())
+		s.Idle()
+		// 100 KiB: above a pipe's 64 KiB, below execve's 128 KiB per string.
+		big := strings.Repeat("a", 100<<10)
+		res := inBox(t, s, "busybox", "sh", "-c", `echo ${#1}`, "sh", big)
+		require.Equal(t, 0, res.ExitCode, "stderr: %s", res.Stderr)
+		require.Equal(t, fmt.Sprintf("%d\n", len(big)), out(res))
+
+		s.Idle()
+		start := time.Now()
+		huge := make([]string, 0, 48)
+		for i := 0; i < 48; i++ {
+			huge = append(huge, strings.Repeat("b", 100<<10))
+		}
+		// Refused before any container gets it (it used to cost the
+		// container started ahead, which read 4 MiB of it and exited, and a
+		// second one created for the retry, both to answer exit 125).
+		r, err := testutil.ExecWithoutPolicy(context.Background(), s, append([]string{"true"}, huge...), nil, nil)
+		require.Nil(t, r)
+		require.True(t, errdefs.IsInvalidArgument(err), "a 4.8 MiB request: %v", err)
+		require.Less(t, time.Since(start), 60*time.Second)
+		res = run(t, s, "ls")
+		require.Equal(t, 0, res.ExitCode, "stderr: %s", res.Stderr)
 	})
 }

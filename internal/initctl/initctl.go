@@ -95,13 +95,23 @@ type Request struct {
 // Deadline returns DeadlineMS as a duration.
 func (r Request) Deadline() time.Duration { return time.Duration(r.DeadlineMS) * time.Millisecond }
 
-// Encode returns r as a control file, after the checks Decode makes.
+// Encode returns r as a control file, after the checks Decode makes; a
+// request whose encoding is larger than MaxBytes is an error.
 func Encode(r Request) ([]byte, error) {
 	r.Version = Version
 	if err := r.check(); err != nil {
 		return nil, err
 	}
-	return json.Marshal(r)
+	data, err := json.Marshal(r)
+	if err != nil {
+		return nil, err
+	}
+	// corral-init refuses it anyway (Decode); refused here, it costs no
+	// container (one started ahead would read MaxBytes of it first).
+	if len(data) > MaxBytes {
+		return nil, fmt.Errorf("request of %d bytes, more than %d", len(data), MaxBytes)
+	}
+	return data, nil
 }
 
 // Decode reads a control file written by Encode: one JSON object of this
