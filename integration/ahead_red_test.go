@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -144,4 +145,52 @@ func TestAheadHugeRequest(t *testing.T) {
 		res = run(t, s, "ls")
 		require.Equal(t, 0, res.ExitCode, "stderr: %s", res.Stderr)
 	})
+}
+
+// TestAheadContainerdRestartWhileWaiting: containerd is killed and
+// started again while a session's containers started ahead wait (their
+// shims and inits outlive it, the streams of their tasks' status do not).
+// The session's next calls run, each once and reported, and closing the
+// session leaves nothing in containerd.
+func TestAheadContainerdRestartWhileWaiting(t *testing.T) {
+	testutil.Executor(t) // the test image and corral-init are built
+	for _, name := range runtimeNames(t) {
+		info, err := sandbox.LookupRuntime(name)
+		require.NoError(t, err)
+		if !info.StartAhead {
+			continue
+		}
+		t.Run(name, func(t *testing.T) {
+			p := startPrivateContainerd(t)
+			e, err := sandbox.New(context.Background(), sandbox.Config{Address: p.address(), Namespace: testutil.Namespace,
+				StateDir: testutil.StateDir(t), Image: testutil.TestImageRef, Runtime: name})
+			require.NoError(t, err)
+			defer e.Close()
+			require.NoError(t, testutil.BuildTestImageOn(e))
+			s, err := e.NewSession(context.Background(), sandbox.SessionConfig{Repo: hiddenRepo(t), Profile: timeoutProfile(t, 10*time.Second)})
+			require.NoError(t, err)
+			defer s.Close()
+			require.NoError(t, s.Warm())
+			s.Idle()
+
+			p.stop(syscall.SIGKILL)
+			p.start()
+			// Each call runs once and reports it: before the fix the first
+			// reported "containerd stopped answering while waiting" (its
+			// task's status stream, made before the restart, had broken)
+			// while its tool ran and wrote, under runc; repeated, as the
+			// error advised, it wrote twice.
+			for i := 1; i <= 3; i++ {
+				res, err := testutil.ExecWithoutPolicy(context.Background(), s,
+					[]string{"busybox", "sh", "-c", "echo ran >> /workspace/openwiki/count; wc -l < /workspace/openwiki/count"}, nil, nil)
+				require.NoError(t, err, "call %d after the restart", i)
+				require.Equal(t, 0, res.ExitCode, "stderr: %s", res.Stderr)
+				require.Equal(t, fmt.Sprintf("%d", i), strings.TrimSpace(out(res)), "call %d", i)
+			}
+			require.NoError(t, s.Close())
+			left, err := e.Client().Containers(e.Context(context.Background()))
+			require.NoError(t, err)
+			require.Empty(t, left, "containers left in containerd")
+		})
+	}
 }

@@ -501,6 +501,21 @@ func (r *runner) wait(ctx context.Context, c *container, argv []string, data []b
 	cctx := leases.WithLease(r.e.Context(context.Background()), c.lease.ID)
 
 	res := &Result{Argv: argv}
+	// Before the request: a container made ahead whose status already
+	// came ran nothing. Either its init died while it waited, or the
+	// stream that would carry its exit broke (containerd restarted since
+	// its creation: the task lives on in its shim, but this call could
+	// never learn its exit and would report containerd gone, while the
+	// tool ran and wrote, then be repeated). The call runs on a new one.
+	select {
+	case st := <-c.statusC:
+		c.statusC = exited(st)
+		if err := st.Error(); err != nil {
+			return nil, &notStartedError{fmt.Errorf("container %s: %w: lost its task's status before the call: %w", c.id, errStatusLost, err)}
+		}
+		return nil, &notStartedError{fmt.Errorf("container %s: its init exited (status %d) before the call", c.id, st.ExitCode())}
+	default:
+	}
 	start := time.Now()
 	if c.started {
 		if err := c.send(data); err != nil {

@@ -482,7 +482,11 @@ func (s *Session) call(ctx context.Context, req initctl.Request, stdout, stderr 
 	res, err := s.runner.start(ctx, c, req, stdout, stderr)
 	if errors.Is(err, errNotStarted) && ctx.Err() == nil {
 		// The container made ahead died while it waited: nothing ran,
-		// so the call runs once on a new one.
+		// so the call runs once on a new one. Lost its status stream: so
+		// did the rest of the pool.
+		if errors.Is(err, errStatusLost) {
+			s.pool.drain()
+		}
 		s.bg.Add(1)
 		go func(c *container) {
 			defer s.bg.Done()
