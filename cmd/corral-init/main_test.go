@@ -151,3 +151,38 @@ func TestFIFORequest(t *testing.T) {
 	_, err = unix.Open(ctl, unix.O_WRONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
 	require.ErrorIs(t, err, unix.ENXIO)
 }
+
+// TestFIFOShortRequest: a supervisor that dies after opening the FIFO
+// (nothing written, or half a request) leaves corral-init an EOF: it
+// exits 125 and runs nothing.
+func TestFIFOShortRequest(t *testing.T) {
+	data, err := initctl.Encode(initctl.Request{Mode: initctl.Exec, Argv: []string{"sh", "-c", "echo ran"}, DeadlineMS: 3000})
+	require.NoError(t, err)
+	for name, sent := range map[string][]byte{"empty": nil, "truncated": data[:len(data)/2]} {
+		t.Run(name, func(t *testing.T) {
+			ctl := filepath.Join(t.TempDir(), "ctl")
+			require.NoError(t, unix.Mkfifo(ctl, 0o600))
+			cmd := exec.Command(os.Args[0], ctl)
+			cmd.Env = []string{"CORRAL_INIT_TEST_MAIN=1", "PATH=/usr/bin:/bin"}
+			var out strings.Builder
+			cmd.Stdout, cmd.Stderr = &out, &out
+			require.NoError(t, cmd.Start())
+			var fd int
+			require.Eventually(t, func() bool {
+				fd, err = unix.Open(ctl, unix.O_WRONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+				return err == nil
+			}, 5*time.Second, 5*time.Millisecond, "corral-init never opened its FIFO")
+			if len(sent) > 0 {
+				_, err = unix.Write(fd, sent)
+				require.NoError(t, err)
+			}
+			require.NoError(t, unix.Close(fd))
+			err := cmd.Wait()
+			var ee *exec.ExitError
+			require.True(t, errors.As(err, &ee), "%v: %s", err, out.String())
+			require.Equal(t, 125, ee.ExitCode(), out.String())
+			require.NotContains(t, out.String(), "ran")
+			require.True(t, strings.HasPrefix(out.String(), "corral-init: "), out.String())
+		})
+	}
+}
