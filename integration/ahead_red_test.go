@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	containerd "github.com/containerd/containerd/v2/client"
 	"github.com/containerd/errdefs"
 	"github.com/corral-sandbox/corral/internal/testutil"
 	"github.com/corral-sandbox/corral/profiles"
@@ -193,4 +194,43 @@ func TestAheadContainerdRestartWhileWaiting(t *testing.T) {
 			require.Empty(t, left, "containers left in containerd")
 		})
 	}
+}
+
+// TestAheadToolLeavesNoProcess: a tool that leaves a process behind
+// (backgrounded, its own session) ends with its call: the call returns
+// when the tool exits, and the container, its cgroup and the process are
+// gone once the call's clean-up ran; the containers started ahead still
+// run corral-init alone.
+func TestAheadToolLeavesNoProcess(t *testing.T) {
+	forEachRuntime(t, func(t *testing.T, rt testRuntime) {
+		e := rt.executor(t)
+		ctx := e.Context(context.Background())
+		s := newSessionOn(t, e, hiddenRepo(t))
+		require.NoError(t, s.Warm())
+		s.Idle()
+		start := time.Now()
+		res := sh(t, s, `setsid probe sleep 120s >/dev/null 2>&1 & echo left`)
+		require.Equal(t, "left\n", out(res))
+		require.Less(t, time.Since(start), 30*time.Second)
+		s.Idle()
+		cs, err := e.Client().Containers(ctx, fmt.Sprintf("labels.%q==%s", sandbox.LabelSession, s.ID))
+		require.NoError(t, err)
+		for _, c := range cs {
+			task, err := c.Task(ctx, nil)
+			if err != nil {
+				continue
+			}
+			if st, err := task.Status(ctx); err != nil || st.Status != containerd.Running {
+				continue // created ahead (runsc): nothing runs in it
+			}
+			pids, err := task.Pids(ctx)
+			require.NoError(t, err)
+			require.LessOrEqual(t, len(pids), 1, "container %s runs more than its init: %v", c.ID(), pids)
+		}
+		procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+		for _, p := range procs {
+			b, _ := os.ReadFile(p)
+			require.NotContains(t, string(b), "probe\x00sleep\x00120s", "the tool's process %s outlived its call", p)
+		}
+	})
 }
