@@ -15,6 +15,7 @@ import (
 	"github.com/corral-sandbox/corral/internal/testutil"
 	"github.com/corral-sandbox/corral/profiles"
 	"github.com/corral-sandbox/corral/sandbox"
+	"github.com/corral-sandbox/corral/sandbox/api"
 	"github.com/stretchr/testify/require"
 )
 
@@ -233,4 +234,30 @@ func TestAheadToolLeavesNoProcess(t *testing.T) {
 			require.NotContains(t, string(b), "probe\x00sleep\x00120s", "the tool's process %s outlived its call", p)
 		}
 	})
+}
+
+// TestAheadDaemonIdleExpiry: a daemon session whose pool holds
+// containers started ahead expires (its idle TTL, the daemon's prune):
+// its containers and request directories go with it.
+func TestAheadDaemonIdleExpiry(t *testing.T) {
+	ctx := context.Background()
+	state, sock := daemonDirs(t)
+	d := startDaemon(t, state, sock)
+	c := d.client()
+	repo := newRepo(t, map[string]string{"README.md": "# r\n", "openwiki/index.md": "# i\n"})
+	s, err := c.CreateSession(ctx, api.CreateSession{Repo: repo, IdleTTL: "2s"})
+	require.NoError(t, err)
+	_, err = c.Exec(ctx, s.ID, []string{"ls"}, nil, nil)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return len(madeAhead(t, state)) > 0 }, 60*time.Second, 100*time.Millisecond, "the pool made no container ahead")
+	time.Sleep(2500 * time.Millisecond)
+	pr, err := c.Prune(ctx, "")
+	require.NoError(t, err)
+	require.Len(t, pr.Pruned, 1)
+	require.Eventually(t, func() bool { return len(daemonContainers(t, state)) == 0 }, 30*time.Second, 200*time.Millisecond,
+		"containers of the expired session left: %v", daemonContainers(t, state))
+	_, err = os.Lstat(filepath.Join(state, "sessions", s.ID))
+	require.ErrorIs(t, err, os.ErrNotExist, "the expired session's directory")
+	d.stop(true)
+	requireDaemonLeftNothing(t, state)
 }
