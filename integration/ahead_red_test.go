@@ -261,3 +261,22 @@ func TestAheadDaemonIdleExpiry(t *testing.T) {
 	d.stop(true)
 	requireDaemonLeftNothing(t, state)
 }
+
+// TestAheadMCPStdinClosed: an MCP client that goes away (stdin closes)
+// after a call ends the server, and with it the containers its session's
+// pool started ahead.
+func TestAheadMCPStdinClosed(t *testing.T) {
+	e := testutil.Executor(t)
+	s := createSession(t, e, sandbox.SessionConfig{Repo: hiddenRepo(t), Profile: docsProfile(t)}, "docs")
+	require.NoError(t, s.Close())
+	c := startMCP(t, "--session", s.ID)
+	c.ok("exec", map[string]any{"argv": []string{"ls"}}, "")
+	ctx := e.Context(context.Background())
+	filter := fmt.Sprintf("labels.%q==%s", sandbox.LabelSession, s.ID)
+	require.Eventually(t, func() bool {
+		cs, err := e.Client().Containers(ctx, filter)
+		return err == nil && len(cs) > 0
+	}, 60*time.Second, 100*time.Millisecond, "the server's pool made nothing ahead")
+	c.close()
+	requireNoContainers(t, e, s.ID)
+}
