@@ -483,14 +483,15 @@ func (s *Session) call(ctx context.Context, req initctl.Request, stdout, stderr 
 	if errors.Is(err, errNotStarted) && ctx.Err() == nil {
 		// The container made ahead died while it waited: nothing ran,
 		// so the call runs once on a new one. Lost its status stream: so
-		// did the rest of the pool.
-		if errors.Is(err, errStatusLost) {
-			s.pool.drain()
-		}
+		// did the rest of the pool, destroyed with it.
+		lost := errors.Is(err, errStatusLost)
 		s.bg.Add(1)
 		go func(c *container) {
 			defer s.bg.Done()
 			s.runner.destroy(c)
+			if lost {
+				s.pool.drain()
+			}
 		}(c)
 		if c, err = s.runner.create(ctx); err != nil {
 			return nil, err
