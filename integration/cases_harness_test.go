@@ -143,7 +143,7 @@ type caseState struct {
 	outputs  []string // everything the agent could see
 	quiet    []*sandbox.Session
 	sessions map[string]*sandbox.Session
-	starts   map[string]int // tasks started so far, by session id
+	starts   map[string]int // calls run so far (tasks exited), by session id
 }
 
 func newHarness(t *testing.T, c hostileCase, w *taskWatcher, e *sandbox.Executor) *harness {
@@ -699,18 +699,20 @@ func (h *harness) refusedPath(err error, p, rule string) {
 	h.saw(err.Error())
 }
 
-// ran calls s.Exec with argv: permitted, exactly one task started.
+// ran calls s.Exec with argv: permitted, exactly one container ran it
+// (one task exit: a container made ahead was started before the call on
+// runc and crun, so a start is no call).
 func (h *harness) ran(s *sandbox.Session, argv []string) *sandbox.Result {
 	t := h.t
 	t.Helper()
-	// Every earlier start of the session has been seen; then this call
-	// starts exactly one more.
-	h.w.waitCount(t, s.ID, "start", h.starts[s.ID])
+	// Every earlier exit of the session has been seen; then this call
+	// adds exactly one more.
+	h.w.waitCount(t, s.ID, "exit", h.starts[s.ID])
 	res, err := s.Exec(context.Background(), argv, nil, nil)
 	require.NoError(t, err, "argv %q", clipArgv(argv))
 	h.starts[s.ID]++
 	h.saw(string(res.Stdout), string(res.Stderr))
-	h.w.waitCount(t, s.ID, "start", h.starts[s.ID])
+	h.w.waitCount(t, s.ID, "exit", h.starts[s.ID])
 	return res
 }
 
@@ -1331,11 +1333,12 @@ var trailingComment = regexp.MustCompile(`\s+\([^()]*\)$`)
 
 // --- containerd events ---
 
-// taskWatcher records the containers created and the tasks started in
-// the test namespace, by session id, from containerd's own events.
+// taskWatcher records the containers created and the tasks started and
+// exited in the test namespace, by session id, from containerd's own
+// events.
 type taskWatcher struct {
 	mu     sync.Mutex
-	counts map[string]int // "<session> <create|start>"
+	counts map[string]int // "<session> <create|start|exit>"
 }
 
 var containerID = regexp.MustCompile(`^corral-([0-9a-f]+)-[0-9]+$`)
@@ -1347,6 +1350,7 @@ func watchTasks(t *testing.T, e *sandbox.Executor) *taskWatcher {
 	ns := testutil.Namespace
 	ch, errs := e.Client().Subscribe(ctx,
 		fmt.Sprintf(`topic=="/tasks/start",namespace==%q`, ns),
+		fmt.Sprintf(`topic=="/tasks/exit",namespace==%q`, ns),
 		fmt.Sprintf(`topic=="/containers/create",namespace==%q`, ns))
 	w := &taskWatcher{counts: map[string]int{}}
 	go func() {
@@ -1363,6 +1367,8 @@ func watchTasks(t *testing.T, e *sandbox.Executor) *taskWatcher {
 				switch ev := v.(type) {
 				case *apievents.TaskStart:
 					w.add(ev.ContainerID, "start")
+				case *apievents.TaskExit:
+					w.add(ev.ContainerID, "exit")
 				case *apievents.ContainerCreate:
 					w.add(ev.ID, "create")
 				}

@@ -80,13 +80,11 @@ func TestToolDiesWithItsSupervisor(t *testing.T) {
 	var session string
 	require.Eventually(t, func() bool {
 		for _, c := range childContainers(t, e, pid) {
-			if task, err := c.Task(ctx, nil); err == nil {
-				if st, err := task.Status(ctx); err == nil && st.Status == "running" {
-					running = c
-					labels, _ := c.Labels(ctx)
-					session = labels[sandbox.LabelSession]
-					return true
-				}
+			if runsACall(ctx, c) {
+				running = c
+				labels, _ := c.Labels(ctx)
+				session = labels[sandbox.LabelSession]
+				return true
 			}
 		}
 		return false
@@ -309,15 +307,15 @@ func TestContainerdDiesMidCall(t *testing.T) {
 	require.NoError(t, err)
 	require.Eventually(t, func() bool {
 		cs, err := client.Containers(ctx, fmt.Sprintf("labels.%q==%d", sandbox.LabelPID, pid))
-		if err != nil || len(cs) == 0 {
-			return false
-		}
-		task, err := cs[0].Task(ctx, nil)
 		if err != nil {
 			return false
 		}
-		st, err := task.Status(ctx)
-		return err == nil && st.Status == "running"
+		for _, c := range cs {
+			if runsACall(ctx, c) {
+				return true
+			}
+		}
+		return false
 	}, 60*time.Second, 50*time.Millisecond, "the child never started its call: %s", out.String())
 	client.Close()
 
@@ -397,35 +395,62 @@ func TestSessionStateWithoutContainerd(t *testing.T) {
 // TestCallSurvivesAContainerThatDiedAhead: a container made ahead whose
 // init dies while it waits (the kernel's OOM killer in a tight memory
 // cgroup did it in CI; here SIGKILL) ran nothing, so the call runs on a
-// new container instead of failing with the runtime's "cannot start a
-// container that has stopped".
+// new container instead of failing, and runs once: on a runtime that
+// starts ahead (runc, crun), the init waited on its control FIFO and the
+// call's open of it fails with ENXIO (no reader); on one that only creates
+// ahead (runsc), the runtime refuses to start a stopped task ("cannot
+// start a container that has stopped"). Each call appends a line to a
+// file of the write area: as many lines as calls, none ran twice.
 func TestCallSurvivesAContainerThatDiedAhead(t *testing.T) {
-	e := testutil.Executor(t)
-	ctx := e.Context(context.Background())
-	s := newSessionOn(t, e, demoRepo(t))
-	run(t, s, "ls")
-	s.Idle() // the pool refilled: containers made ahead wait, created
-	cs, err := e.Client().Containers(ctx, fmt.Sprintf("labels.%q==%s", sandbox.LabelSession, s.ID))
-	require.NoError(t, err)
-	killed := 0
-	for _, c := range cs {
-		task, err := c.Task(ctx, nil)
-		if err != nil {
-			continue
+	forEachRuntime(t, func(t *testing.T, rt testRuntime) {
+		info, err := sandbox.LookupRuntime(rt.name)
+		require.NoError(t, err)
+		// What a container made ahead waits in.
+		ahead := containerd.Created
+		if info.StartAhead {
+			ahead = containerd.Running
 		}
-		if st, err := task.Status(ctx); err == nil && st.Status == containerd.Created {
-			require.NoError(t, syscall.Kill(int(task.Pid()), syscall.SIGKILL))
-			require.Eventually(t, func() bool {
-				st, err := task.Status(ctx)
-				return err == nil && st.Status == containerd.Stopped
-			}, 10*time.Second, 20*time.Millisecond)
-			killed++
+		e := rt.executor(t)
+		ctx := e.Context(context.Background())
+		s := newSessionOn(t, e, demoRepo(t))
+		calls := 0
+		mark := func() {
+			t.Helper()
+			calls++
+			res := sh(t, s, "echo ran >> openwiki/runs && ls")
+			require.Equal(t, 0, res.ExitCode, string(res.Stderr))
+			require.Contains(t, out(res), "README.md")
 		}
-	}
-	require.NotZero(t, killed, "no container was made ahead")
-	for range killed + 1 {
-		res := run(t, s, "ls")
-		require.Equal(t, 0, res.ExitCode)
-		require.Contains(t, out(res), "README.md")
-	}
+		mark()
+		s.Idle() // the pool refilled: containers made ahead wait
+		cs, err := e.Client().Containers(ctx, fmt.Sprintf("labels.%q==%s", sandbox.LabelSession, s.ID))
+		require.NoError(t, err)
+		killed := 0
+		for _, c := range cs {
+			task, err := c.Task(ctx, nil)
+			if err != nil {
+				continue
+			}
+			if st, err := task.Status(ctx); err == nil && st.Status == ahead {
+				if info.StartAhead {
+					// Idle: corral-init alone, waiting for its request.
+					pids, err := task.Pids(ctx)
+					require.NoError(t, err)
+					require.Len(t, pids, 1, "a container started ahead runs only its init")
+				}
+				require.NoError(t, syscall.Kill(int(task.Pid()), syscall.SIGKILL))
+				require.Eventually(t, func() bool {
+					st, err := task.Status(ctx)
+					return err == nil && st.Status == containerd.Stopped
+				}, 10*time.Second, 20*time.Millisecond)
+				killed++
+			}
+		}
+		require.NotZero(t, killed, "no container was made ahead")
+		for range killed + 1 {
+			mark()
+		}
+		res := sh(t, s, "cat openwiki/runs")
+		require.Equal(t, strings.Repeat("ran\n", calls), out(res), "every call ran once")
+	})
 }

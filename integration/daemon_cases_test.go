@@ -250,15 +250,17 @@ func (d *daemonCases) session(key string, quiet bool) string {
 	return s.ID
 }
 
-// requireNothingStarted: no task of session id ever started. (A daemon
-// creates containers and their tasks ahead of calls, so a created task
-// is no start.) In Pod mode the ledger holds it for the outer test.
+// requireNothingStarted: no call of session id ever ran. (A daemon makes
+// containers and their tasks ahead of calls, started on runc and crun, so
+// a created task is no call, nor is a started one whose corral-init runs
+// alone, waiting for a request.) In Pod mode the ledger holds it for the
+// outer test.
 func (d *daemonCases) requireNothingStarted(t *testing.T, id string) {
 	t.Helper()
 	if d.ledger != nil {
 		return
 	}
-	require.Zero(t, d.h.w.count(id, "start"), "a task was started for session %s", id)
+	require.Zero(t, d.h.w.count(id, "exit"), "a task of session %s exited: a call ran", id)
 	ctx := d.h.e.Context(context.Background())
 	cs, err := d.h.e.Client().Containers(ctx, fmt.Sprintf("labels.%q==%s", sandbox.LabelSession, id))
 	require.NoError(t, err)
@@ -273,6 +275,12 @@ func (d *daemonCases) requireNothingStarted(t *testing.T, id string) {
 			continue // deleted meanwhile
 		}
 		require.NoError(t, err)
+		if st.Status == containerd.Running {
+			pids, err := task.Pids(ctx)
+			require.NoError(t, err)
+			require.Len(t, pids, 1, "session %s has a task that runs a tool, in container %s", id, c.ID())
+			continue
+		}
 		require.Equal(t, containerd.Created, st.Status, "session %s has a task that started, in container %s", id, c.ID())
 	}
 }
@@ -354,19 +362,20 @@ func (d *daemonCases) refused(id string, argv []string, want outcome) {
 	}
 }
 
-// ran runs argv through session id: permitted, exactly one task started.
+// ran runs argv through session id: permitted, exactly one container ran
+// it (one task exit).
 func (d *daemonCases) ran(id string, argv []string) *sandbox.Result {
 	h, t := d.h, d.h.t
 	t.Helper()
 	if d.ledger == nil {
-		h.w.waitCount(t, id, "start", h.starts[id])
+		h.w.waitCount(t, id, "exit", h.starts[id])
 	}
 	res, err := d.c.Exec(context.Background(), id, argv, nil, nil)
 	require.NoError(t, err, "argv %q", clipArgv(argv))
 	h.starts[id]++
 	h.saw(string(res.Stdout), string(res.Stderr))
 	if d.ledger == nil {
-		h.w.waitCount(t, id, "start", h.starts[id])
+		h.w.waitCount(t, id, "exit", h.starts[id])
 	}
 	return &sandbox.Result{Argv: res.Argv, ExitCode: res.ExitCode, Duration: time.Duration(res.DurationNS), LimitsHit: res.LimitsHit,
 		Stdout: res.Stdout, Stderr: res.Stderr, StdoutTruncated: res.StdoutTruncated, StderrTruncated: res.StderrTruncated}

@@ -7,20 +7,24 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"io/fs"
 	"math/rand/v2"
 	"net/http"
 	"os"
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/containerd/containerd/api/types/runc/options"
 	containerd "github.com/containerd/containerd/v2/client"
 	"github.com/containerd/containerd/v2/pkg/namespaces"
+	"github.com/containerd/typeurl/v2"
 	"github.com/corral-sandbox/corral/allowlist"
 	"github.com/corral-sandbox/corral/audit"
 	"github.com/corral-sandbox/corral/internal/daemon/apitest"
@@ -128,7 +132,8 @@ func (d *daemonProc) client() *client.Client {
 	return c
 }
 
-// daemonContainers lists the containers corral made for state.
+// daemonContainers lists the containers corral made for state, each
+// with whether it runs a call (runsACall).
 func daemonContainers(t *testing.T, state string) map[string]bool {
 	t.Helper()
 	c, err := containerd.New(testutil.Address(), containerd.WithTimeout(5*time.Second))
@@ -139,17 +144,103 @@ func daemonContainers(t *testing.T, state string) map[string]bool {
 	require.NoError(t, err)
 	out := map[string]bool{}
 	for _, x := range cs {
-		running := false
-		if task, err := x.Task(ctx, nil); err == nil {
-			if st, err := task.Status(ctx); err == nil && st.Status == containerd.Running {
-				running = true
-			}
-		}
-		out[x.ID()] = running
+		out[x.ID()] = runsACall(ctx, x)
 	}
 	return out
 }
 
+// runsACall reports whether c's task runs a call: running, and more
+// than corral-init alone (a container started ahead waits for its
+// request with its init alone). Under runc and crun the processes are
+// read from the container's cgroup (cgroupProcs): the task's Pids runs
+// `runc ps` through the shim for every running task, a second or more
+// per listing on a loaded host once the pools hold started containers,
+// which outlasted the 3s call TestDaemonNodeCaps had to catch running.
+func runsACall(ctx context.Context, c containerd.Container) bool {
+	task, err := c.Task(ctx, nil)
+	if err != nil {
+		return false
+	}
+	if st, err := task.Status(ctx); err != nil || st.Status != containerd.Running {
+		return false
+	}
+	n, err := procs(ctx, c, task)
+	return err == nil && n > 1
+}
+
+// procs counts the processes of c's task: from its cgroup where
+// cgroupProcs can, else the task's Pids.
+func procs(ctx context.Context, c containerd.Container, task containerd.Task) (int, error) {
+	if n, ok := cgroupProcs(ctx, c); ok {
+		return n, nil
+	}
+	pids, err := task.Pids(ctx)
+	return len(pids), err
+}
+
+// cgroupProcs counts the processes in the cgroup of c (its spec's
+// cgroupsPath: cgroup v2's cgroup.procs, or v1's in the pids hierarchy),
+// when c runs under runc or crun, whose cgroup holds the container's own
+// processes and nothing else; ok is false otherwise (runsc's cgroup holds
+// the sandbox, not the tool) or when the file cannot be read.
+func cgroupProcs(ctx context.Context, c containerd.Container) (n int, ok bool) {
+	info, err := c.Info(ctx)
+	if err != nil || info.Runtime.Options == nil {
+		return 0, false
+	}
+	v, err := typeurl.UnmarshalAny(info.Runtime.Options)
+	if err != nil {
+		return 0, false
+	}
+	opts, isRunc := v.(*options.Options)
+	if !isRunc || !slices.Contains([]string{".", "runc", "crun"}, filepath.Base(opts.BinaryName)) {
+		return 0, false
+	}
+	spec, err := c.Spec(ctx)
+	if err != nil || spec.Linux == nil || spec.Linux.CgroupsPath == "" {
+		return 0, false
+	}
+	p := filepath.Join("/sys/fs/cgroup", spec.Linux.CgroupsPath, "cgroup.procs")
+	if _, err := os.Stat("/sys/fs/cgroup/cgroup.controllers"); err != nil {
+		p = filepath.Join("/sys/fs/cgroup/pids", spec.Linux.CgroupsPath, "cgroup.procs")
+	}
+	data, err := os.ReadFile(p)
+	if err != nil {
+		return 0, false
+	}
+	return len(strings.Fields(string(data))), true
+}
+
+// madeAhead lists the containers of state made ahead of a call: created,
+// or started with corral-init alone waiting for its request.
+func madeAhead(t *testing.T, state string) map[string]bool {
+	t.Helper()
+	c, err := containerd.New(testutil.Address(), containerd.WithTimeout(5*time.Second))
+	require.NoError(t, err)
+	defer c.Close()
+	ctx := namespaces.WithNamespace(context.Background(), testutil.Namespace)
+	cs, err := c.Containers(ctx, fmt.Sprintf("labels.%q==%q", sandbox.LabelStateDir, state))
+	require.NoError(t, err)
+	out := map[string]bool{}
+	for _, x := range cs {
+		task, err := x.Task(ctx, nil)
+		if err != nil {
+			continue
+		}
+		st, err := task.Status(ctx)
+		if err != nil {
+			continue
+		}
+		if st.Status == containerd.Created {
+			out[x.ID()] = true
+		} else if n, err := procs(ctx, x, task); err == nil && st.Status == containerd.Running && n == 1 {
+			out[x.ID()] = true
+		}
+	}
+	return out
+}
+
+// runningContainers lists the containers of state that run a call.
 func runningContainers(t *testing.T, state string) []string {
 	var ids []string
 	for id, running := range daemonContainers(t, state) {
@@ -506,9 +597,12 @@ func TestDaemonSocket(t *testing.T) {
 	d3.stop(true)
 }
 
-// TestDaemonKilledMidCall: SIGKILL of the daemon while a call runs; a
-// restarted daemon reaps the orphaned container, and the session and its
-// writes are intact.
+// TestDaemonKilledMidCall: SIGKILL of the daemon while a call runs and
+// its pool holds containers made ahead (on runc and crun started, each
+// corral-init waiting on its control FIFO); nothing runs in those while
+// no daemon is there, a restarted daemon reaps them with the orphaned
+// call's container and never hands one out (its pool is new), and the
+// session and its writes are intact.
 func TestDaemonKilledMidCall(t *testing.T) {
 	state, sock := daemonDirs(t)
 	d := startDaemon(t, state, sock)
@@ -526,13 +620,27 @@ func TestDaemonKilledMidCall(t *testing.T) {
 	go func() { _, err := c.Exec(ctx, s.ID, slowArgv, nil, nil); done <- err }()
 	require.Eventually(t, func() bool { return len(runningContainers(t, state)) == 1 }, 60*time.Second, 100*time.Millisecond)
 	orphan := runningContainers(t, state)[0]
+	require.Eventually(t, func() bool { return len(madeAhead(t, state)) > 0 }, 60*time.Second, 100*time.Millisecond, "the pool made no container ahead")
 	d.kill()
 	require.Error(t, <-done, "the call fails with its daemon")
 	require.Contains(t, daemonContainers(t, state), orphan, "the container outlives the killed daemon")
+	// Without a daemon, what waited still waits: corral-init alone, no
+	// tool.
+	time.Sleep(time.Second)
+	ahead := madeAhead(t, state)
+	require.NotEmpty(t, ahead, "the containers made ahead outlive the killed daemon, idle")
+	for id, runs := range daemonContainers(t, state) {
+		require.True(t, id == orphan || !runs, "container %s of the killed daemon runs a call", id)
+	}
 
 	d2 := startDaemon(t, state, sock)
 	require.Contains(t, d2.stderr.String(), "adopted 1 session(s)")
 	require.NotContains(t, daemonContainers(t, state), orphan, "the restarted daemon reaped the orphan")
+	for id := range ahead {
+		require.NotContains(t, daemonContainers(t, state), id, "the restarted daemon reaped the container made ahead")
+		_, err := os.Lstat(filepath.Join(state, "sessions", s.ID, "layout", "req", id))
+		require.ErrorIs(t, err, fs.ErrNotExist, "the request directory of the reaped %s", id)
+	}
 	c2 := d2.client()
 	got, err := c2.Session(ctx, s.ID)
 	require.NoError(t, err)

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	containerd "github.com/containerd/containerd/v2/client"
 	"github.com/containerd/errdefs"
 	"github.com/corral-sandbox/corral/internal/testutil"
 	"github.com/corral-sandbox/corral/sandbox"
@@ -21,9 +22,10 @@ import (
 
 // TestCrashSupervisorChild is the supervisor that TestGCAfterSupervisorKill
 // kills with SIGKILL, on the runtime $CORRAL_IT_CRASH_RUNTIME: mid-call
-// ($CORRAL_IT_CRASH_MODE "running"), once its session has created a
-// container ahead of the next call and never started it ("created"), or
-// while its pool is creating the next one ("creating": the runtime's
+// ($CORRAL_IT_CRASH_MODE "running"), once its session has made a
+// container ahead of the next call ("ahead": started, its init waiting for
+// the request, on a runtime that starts ahead; else created and never
+// started), or while its pool is making the next one ("creating": the runtime's
 // binary is a gate, $CORRAL_IT_CRASH_GATE, that holds a create once the
 // child armed it). It only runs as that child.
 func TestCrashSupervisorChild(t *testing.T) {
@@ -42,19 +44,19 @@ func TestCrashSupervisorChild(t *testing.T) {
 	s, err := e.NewSession(context.Background(), sandbox.SessionConfig{Repo: repo, Profile: docsProfile(t)})
 	require.NoError(t, err)
 	fmt.Println("session", s.ID)
-	if mode == "created" || mode == "creating" {
+	if mode == "ahead" || mode == "creating" {
 		// After the first call the session's pool creates containers
 		// ahead: the parent kills this process once one exists.
 		_, err := testutil.ExecWithoutPolicy(context.Background(), s, []string{"probe", "sleep", "0s"}, os.Stdout, os.Stderr)
 		require.NoError(t, err)
-		if mode == "created" {
-			// The parent looks for a created container only now: before,
+		if mode == "ahead" {
+			// The parent looks for a container made ahead only now: before,
 			// the first call's own container is "created" for a moment
 			// on its way to being started, run and deleted.
 			require.NoError(t, os.WriteFile(os.Getenv("CORRAL_IT_CRASH_READY"), nil, 0o644))
 			time.Sleep(5 * time.Minute)
 		}
-		// "creating": once the pool holds a created container, arm the
+		// "creating": once the pool holds a container made ahead, arm the
 		// gate; the next call takes that container and the refill's
 		// create is held in the runtime until the parent killed us.
 		ctx := e.Context(context.Background())
@@ -64,7 +66,7 @@ func TestCrashSupervisorChild(t *testing.T) {
 			require.NoError(t, err)
 			for _, c := range cs {
 				if task, err := c.Task(ctx, nil); err == nil {
-					if st, err := task.Status(ctx); err == nil && st.Status == "created" {
+					if st, err := task.Status(ctx); err == nil && st.Status == aheadStatus(t, rt) {
 						created = true
 					}
 				}
@@ -93,16 +95,20 @@ exec %[2]s "$@"
 `
 
 // TestGCAfterSupervisorKill: gc removes everything a supervisor killed
-// with SIGKILL left, under each runtime, with a container running,
-// created and never started (runsc 20221219 cannot signal one; corral-runsc
-// deletes it instead), being created by the pool (its create held in the
-// runtime when the supervisor dies), or orphaned (its record deleted, its
-// task left: out of the task API's reach): the containers, their tasks
-// and the runtime's state of them, shims, sandbox processes, cgroups,
+// with SIGKILL left, under each runtime, with a container running a call,
+// made ahead of the next call ("ahead": on runc and crun started, its
+// corral-init alone waiting for the request on its FIFO; on runsc created
+// and never started, which runsc 20221219 cannot signal, so corral-runsc
+// deletes it instead), being made by the pool (its create held in the
+// runtime when the supervisor dies), or orphaned (the record of a
+// container made ahead deleted, its task left: out of the task API's
+// reach): the containers, their tasks
+// and the runtime's state of them, shims, sandbox processes, cgroups (of
+// every container of the session, also one whose record went first),
 // leases, the session's host mounts and directory.
 func TestGCAfterSupervisorKill(t *testing.T) {
 	forEachRuntime(t, func(t *testing.T, rt testRuntime) {
-		for _, mode := range []string{"running", "created", "creating", "orphaned"} {
+		for _, mode := range []string{"running", "ahead", "creating", "orphaned"} {
 			t.Run(mode, func(t *testing.T) { testGCAfterSupervisorKill(t, rt, mode) })
 		}
 	})
@@ -120,7 +126,7 @@ func testGCAfterSupervisorKill(t *testing.T, rt testRuntime, mode string) {
 	repo := hiddenRepo(t)
 	child := exec.Command(os.Args[0], "-test.run", "^TestCrashSupervisorChild$", "-test.count=1")
 	child.Env = append(os.Environ(), "CORRAL_IT_CRASH_REPO="+repo, "CORRAL_IT_STATE_DIR="+state,
-		"CORRAL_IT_CRASH_RUNTIME="+rt.name, "CORRAL_IT_CRASH_MODE="+strings.Replace(mode, "orphaned", "created", 1))
+		"CORRAL_IT_CRASH_RUNTIME="+rt.name, "CORRAL_IT_CRASH_MODE="+strings.Replace(mode, "orphaned", "ahead", 1))
 	gate := ""
 	if mode == "creating" {
 		info, err := sandbox.LookupRuntime(rt.name)
@@ -152,7 +158,7 @@ func testGCAfterSupervisorKill(t *testing.T, rt testRuntime, mode string) {
 	var ids []string
 	for running == "" {
 		require.True(t, time.Now().Before(deadline), "the child never had a %s container", mode)
-		if mode == "created" || mode == "orphaned" {
+		if mode == "ahead" || mode == "orphaned" {
 			if _, err := os.Stat(ready); err != nil {
 				time.Sleep(100 * time.Millisecond)
 				continue
@@ -176,7 +182,21 @@ func testGCAfterSupervisorKill(t *testing.T, rt testRuntime, mode string) {
 				continue
 			}
 			if task, err := c.Task(ctx, nil); err == nil {
-				if st, err := task.Status(ctx); err == nil && (string(st.Status) == mode || mode == "orphaned" && st.Status == "created") {
+				st, err := task.Status(ctx)
+				if err != nil {
+					continue
+				}
+				switch {
+				case mode == "running" && st.Status == containerd.Running:
+					// The call's container, not one started ahead (its
+					// init alone): the init and the tool.
+					if aheadStatus(t, rt) == containerd.Running {
+						if pids, err := task.Pids(ctx); err != nil || len(pids) < 2 {
+							continue
+						}
+					}
+					running, childSession = c.ID(), labels[sandbox.LabelSession]
+				case (mode == "ahead" || mode == "orphaned") && st.Status == aheadStatus(t, rt):
 					running, childSession = c.ID(), labels[sandbox.LabelSession]
 				}
 			}
@@ -269,6 +289,12 @@ func testGCAfterSupervisorKill(t *testing.T, rt testRuntime, mode string) {
 	for _, id := range ids {
 		require.Empty(t, runtimeLeftovers(t, rt, state, id), "left by %s after gc", rt.name)
 	}
+	// No cgroup of any container of the child's session either, one whose
+	// record went before the listings above included (runc 1.1.5 can end
+	// its delete with the cgroups left, empty, on a loaded host).
+	cgroups, err := filepath.Glob(filepath.Join("/sys/fs/cgroup", "*", testutil.Namespace, "corral-"+childSession+"-*"))
+	require.NoError(t, err)
+	require.Empty(t, cgroups, "cgroups of the child's session left by %s after gc", rt.name)
 	for _, m := range left {
 		mounted, err := mountinfo.Mounted(m.Mountpoint)
 		require.True(t, err != nil || !mounted, "mount %s left after gc", m.Mountpoint)
@@ -277,9 +303,22 @@ func testGCAfterSupervisorKill(t *testing.T, rt testRuntime, mode string) {
 	require.True(t, os.IsNotExist(err), "the child's session directory is left after gc")
 }
 
+// aheadStatus is the status of rt's containers made ahead of a call:
+// running (corral-init waiting for its request) where the runtime starts
+// ahead, else created.
+func aheadStatus(t *testing.T, rt testRuntime) containerd.ProcessStatus {
+	t.Helper()
+	info, err := sandbox.LookupRuntime(rt.name)
+	require.NoError(t, err)
+	if info.StartAhead {
+		return containerd.Running
+	}
+	return containerd.Created
+}
+
 // runtimeLeftovers lists what the runtime holds of container id: entries
 // of its state root (StateDir/<runtime>/<namespace>) naming id, its
-// cgroups, and processes whose command line names id (runsc's sandbox and
+// cgroups (with the processes in them), and processes whose command line names id (runsc's sandbox and
 // gofer; the shim).
 func runtimeLeftovers(t *testing.T, rt testRuntime, state, id string) []string {
 	t.Helper()
@@ -293,7 +332,12 @@ func runtimeLeftovers(t *testing.T, rt testRuntime, state, id string) []string {
 	}
 	cgroups, err := filepath.Glob(filepath.Join("/sys/fs/cgroup", "*", testutil.Namespace, id))
 	require.NoError(t, err)
-	left = append(left, cgroups...)
+	for _, cg := range cgroups {
+		// The processes still in it, if any (a runtime's init killed
+		// mid-create does not name the container on its command line).
+		procs, _ := os.ReadFile(filepath.Join(cg, "cgroup.procs"))
+		left = append(left, cg+" (procs: "+strings.Join(strings.Fields(string(procs)), " ")+")")
+	}
 	procs, err := filepath.Glob("/proc/[0-9]*/cmdline")
 	require.NoError(t, err)
 	for _, p := range procs {

@@ -255,7 +255,7 @@ func TestLateHiddenFileKillsRunningCalls(t *testing.T) {
 	}
 }
 
-// waitRunning waits until a container of session id has a running task.
+// waitRunning waits until a container of session id runs a call.
 func waitRunning(t *testing.T, e *sandbox.Executor, id string) {
 	t.Helper()
 	ctx := e.Context(context.Background())
@@ -266,10 +266,8 @@ func waitRunning(t *testing.T, e *sandbox.Executor, id string) {
 			return false
 		}
 		for _, c := range cs {
-			if task, err := c.Task(ctx, nil); err == nil {
-				if st, err := task.Status(ctx); err == nil && st.Status == "running" {
-					return true
-				}
+			if runsACall(ctx, c) {
+				return true
 			}
 		}
 		return false

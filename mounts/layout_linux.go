@@ -94,8 +94,12 @@ type Layout struct {
 	Write string
 	// PageCopy is the session's copy of the assigned page (page mode).
 	PageCopy string
-	// Ctl holds the control files handed to corral-init.
+	// Ctl holds the file-tool content staged for corral-init; every
+	// container of the session sees it.
 	Ctl string
+	// Req holds one directory per container (Req/<container id>), its
+	// control file, bound into that container alone.
+	Req string
 }
 
 // layoutAt returns the paths of the layout under dir for plan: the one
@@ -105,7 +109,7 @@ func layoutAt(dir string, plan Plan) *Layout {
 		Dir: dir, Plan: plan,
 		Repo: filepath.Join(dir, "repo"), WH: filepath.Join(dir, "wh"), View: filepath.Join(dir, "view"),
 		Base: filepath.Join(dir, "base"), Area: filepath.Join(dir, "area"), Write: filepath.Join(dir, "write"),
-		Ctl: filepath.Join(dir, "ctl"),
+		Ctl: filepath.Join(dir, "ctl"), Req: filepath.Join(dir, "req"),
 	}
 	l.Upper = filepath.Join(l.Area, "upper")
 	l.Work = filepath.Join(l.Area, "work")
@@ -287,6 +291,9 @@ func prepare(dir string, plan Plan, hs *hidden.Set, fail func(step string) error
 				}
 			}
 			if err := mkdir(l.Ctl, 0o755); err != nil {
+				return nil, err
+			}
+			if err := mkdir(l.Req, 0o700); err != nil {
 				return nil, err
 			}
 			continue

@@ -28,9 +28,10 @@
 //	runner  creates (containerPlan → specOpts, the one spec function),
 //	        starts, waits for and destroys containers; it tracks the
 //	        running ones so a failed session kills them at once.
-//	pool    containers created ahead of the calls: the profile's
+//	pool    containers made ahead of the calls: the profile's
 //	        pool_depth, under the executor-wide Config.MaxWarm; none in a
-//	        Cold (one-call) process.
+//	        Cold (one-call) process. Started ahead where the runtime
+//	        allows (RuntimeInfo.StartAhead), else created.
 //	watch   in a long-lived owner, the repository watch (fsnotify) that
 //	        fails the session closed when a path the rules hide appears
 //	        that the whiteouts do not cover.
@@ -42,8 +43,8 @@
 // prepares the layout; OpenSession re-reads the store, rescans the
 // repository like a new session (hidden.Rescan) and re-attaches the
 // layout; each call (Exec, the file tools) checks the repository, takes
-// a container from the pool or creates one, runs it and destroys it in
-// the background; Close lets go. An ephemeral session is removed by its
+// a container from the pool or creates one, hands it the request, waits
+// for its exit and destroys it in the background; Close lets go. An ephemeral session is removed by its
 // Close; a persistent one stays until RemoveSession, EndSession (its
 // change set kept as a patch) or Prune once idle for its TTL. A process
 // holds each open session's inuse file with a shared flock: what no live
@@ -52,13 +53,52 @@
 //
 // Every container's process is corral-init (initctl), bound read-only
 // from a content-addressed copy under the state directory, which reads an
-// initctl.Request from the control file written just before the start,
-// runs the tool as its child, reaps, and holds the deadline itself
-// (timeout + InitGrace): a tool never outlives a dead supervisor. Every
-// container and lease is labelled with its owner's pid and start time and
-// a deadline, so a sweep reaps what a dead (or overdue) owner left: the
-// task through containerd before the record (a create the owner left in
-// flight is waited for), then shims whose record is gone (orphan_linux.go).
+// initctl.Request from its control file, runs the tool as its child,
+// reaps, and holds the deadline itself (timeout + InitGrace, counted from
+// the request): a tool never outlives a dead supervisor. A container
+// created on the call gets its request in a regular file written just
+// before the start. One the pool started ahead (runc, crun) has a FIFO
+// there, on which its corral-init waits; the call opens it
+// O_WRONLY|O_NONBLOCK and writes the request, so the call costs the
+// request, the tool and the exit, not the runtime's start. An open that
+// fails with ENXIO (no reader, fifo(7)) means an init that died while it
+// waited, as does a start the runtime refuses for a container only
+// created ahead: nothing ran, and the call runs once on a new container
+// (errNotStarted).
+//
+// A container started ahead holds isolation as one created ahead does:
+// the runtime applied every confinement of the spec (namespaces with no
+// network, mounts, read-only root, user, no capabilities, no_new_privs,
+// the seccomp filter, cgroup limits) before it executed corral-init, and
+// what runs in it until a call is corral-init alone, blocked in the open
+// of its control file; it runs no tool and reads nothing from the
+// repository until the request comes through that FIFO, which only the
+// supervisor (root, on the host) can open for writing (root's, 0644: the
+// container's uid cannot, and a read-only bind does not refuse a FIFO's
+// write). Each container's control file is in a request directory of its
+// own (Layout.Req/<id>), bound read-only at initctl.ReqDir into that
+// container alone, so no tool can open the FIFO of another waiting
+// container and take its request, even where no Landlock hides /.corral
+// (the session's control directory, bound into every container, holds
+// only staged file-tool content). What it costs is
+// memory and pids in the container's cgroup, counted against its limits
+// like the tool's: an init killed while it waits (the OOM killer, a kill)
+// is the ENXIO case above. corral-init waits at most
+// initctl.MaxWait, so a dead supervisor's idle containers end themselves
+// (the sweep, which reaps them like any other, does not depend on it);
+// the pool never hands out one older than maxWarmAge, and every
+// container's deadline label counts maxWarmAge in. runsc 20221219 does
+// not start ahead: it connects a host FIFO only with --host-fifo=open,
+// which would connect the repository's FIFOs too.
+//
+// Every container and lease is labelled with its owner's pid and start
+// time and a deadline, so a sweep reaps what a dead (or overdue) owner
+// left: the task through containerd before the record (a create the
+// owner left in flight is waited for), then shims whose record is gone
+// (orphan_linux.go). Once a task is deleted, by a call's destroy or a
+// sweep, what the runtime left of its cgroups goes too (removeCgroups:
+// runc 1.1 ends its delete with success when a cgroup stays busy past
+// its ~150 ms of retries, as one just emptied can on a loaded host).
 //
 // The spec, in the order STYLE.md gives (specOpts): default spec (a
 // private network namespace with only lo), read-only rootfs, the process,

@@ -20,6 +20,12 @@ var ErrContainerdGone = errors.New("containerd stopped answering")
 // containerd no longer knows the task): the tool never ran.
 var errNotStarted = errors.New("the container died before it was started")
 
+// errStatusLost is wrapped (with errNotStarted) by the error of a call
+// whose container made ahead lost the stream of its task's status before
+// the call (containerd restarted while it waited): so did every other
+// container made ahead before the restart.
+var errStatusLost = errors.New("its status stream broke")
+
 // notStartedError is a start's error, its text unchanged, that also
 // wraps errNotStarted.
 type notStartedError struct{ err error }

@@ -18,7 +18,9 @@ import (
 	"github.com/containerd/containerd/v2/core/leases"
 	"github.com/containerd/containerd/v2/pkg/cio"
 	"github.com/containerd/errdefs"
+	"github.com/corral-sandbox/corral/internal/initctl"
 	"github.com/corral-sandbox/corral/mounts"
+	specs "github.com/opencontainers/runtime-spec/specs-go"
 )
 
 // GCReport lists what a sweep or GC removed.
@@ -313,7 +315,8 @@ func (e *Executor) sweepSessions(ctx context.Context, force bool) (*GCReport, er
 
 // reap kills and deletes a leftover container: its task through
 // containerd first (the shim deletes the runtime's state, cgroups and
-// bundle, and exits), then the record with its snapshot. The task's IO is
+// bundle, and exits), then whatever the runtime left of its cgroups
+// (removeCgroups), then the record with its snapshot. The task's IO is
 // attached to a discard sink first: without a reader the task can block
 // forever on its FIFOs and task.Delete waits. A container without a task
 // may have its create still in flight in containerd (the owner died in
@@ -343,10 +346,37 @@ func (e *Executor) reap(ctx context.Context, c containerd.Container) error {
 	} else if !errdefs.IsNotFound(err) {
 		return fmt.Errorf("getting task of %s: %w", c.ID(), err)
 	}
+	// What the runtime's delete left of the cgroups (removeCgroups).
+	cgErr := removeCgroups(e.cfg.Namespace, c.ID(), cgroupSettle)
+	spec, specErr := c.Spec(ctx)
 	if err := c.Delete(ctx, containerd.WithSnapshotCleanup); err != nil && !errdefs.IsNotFound(err) {
 		return fmt.Errorf("deleting container %s: %w", c.ID(), err)
 	}
-	return nil
+	if specErr == nil {
+		e.removeRequestDir(spec, c.ID())
+	}
+	return cgErr
+}
+
+// removeRequestDir removes the request directory (Layout.Req/<id>: its
+// control file, a FIFO or a regular file, and the directory) of the
+// reaped container id, named by its spec's bind at initctl.ReqDir, when
+// that is a session's under this state directory; a live session keeps
+// its layout, where the dead owner's containers would otherwise leave one
+// per container until the session closes.
+func (e *Executor) removeRequestDir(spec *specs.Spec, id string) {
+	for _, m := range spec.Mounts {
+		if m.Destination != initctl.ReqDir {
+			continue
+		}
+		dir := filepath.Clean(m.Source)
+		if filepath.Base(dir) != id || filepath.Base(filepath.Dir(dir)) != "req" ||
+			!strings.HasPrefix(dir, filepath.Join(e.cfg.StateDir, "sessions")+string(filepath.Separator)) {
+			return
+		}
+		_ = os.Remove(filepath.Join(dir, filepath.Base(initctl.RequestFile)))
+		_ = os.Remove(dir)
+	}
 }
 
 // sortSessions orders sessions oldest first.

@@ -1,12 +1,17 @@
 package sandbox
 
 import (
+	"io/fs"
 	"os"
+	"path/filepath"
 	"strconv"
 	"testing"
 	"time"
 
+	"github.com/corral-sandbox/corral/internal/initctl"
+	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
 )
 
 // TestOverdue: a sweep reaps what a dead owner left, and what a live
@@ -35,4 +40,35 @@ func TestOverdue(t *testing.T) {
 	} {
 		require.Equal(t, c.want, overdue(c.labels, c.force, now), c.name)
 	}
+}
+
+// TestRemoveRequestDir: the request directory of a reaped container goes
+// (its control FIFO with it) when its spec's bind at initctl.ReqDir names
+// a session's req/<id> under the state directory, and nothing else is
+// touched: another container's, or a path outside the state directory.
+func TestRemoveRequestDir(t *testing.T) {
+	state := t.TempDir()
+	e := &Executor{cfg: Config{StateDir: state}}
+	mk := func(dir string) string {
+		require.NoError(t, os.MkdirAll(dir, 0o755))
+		require.NoError(t, unix.Mkfifo(filepath.Join(dir, "request"), 0o644))
+		return dir
+	}
+	spec := func(src string) *specs.Spec {
+		return &specs.Spec{Mounts: []specs.Mount{
+			{Destination: initctl.CtlDir, Type: "bind", Source: filepath.Join(state, "sessions", "s", "layout", "ctl")},
+			{Destination: initctl.ReqDir, Type: "bind", Source: src},
+		}}
+	}
+	own := mk(filepath.Join(state, "sessions", "s", "layout", "req", "c1"))
+	other := mk(filepath.Join(state, "sessions", "s", "layout", "req", "c2"))
+	outside := mk(filepath.Join(t.TempDir(), "req", "c3"))
+
+	e.removeRequestDir(spec(own), "c1")
+	_, err := os.Lstat(own)
+	require.ErrorIs(t, err, fs.ErrNotExist)
+	e.removeRequestDir(spec(other), "c1") // not c1's
+	require.DirExists(t, other)
+	e.removeRequestDir(spec(outside), "c3") // not under the state directory
+	require.DirExists(t, outside)
 }

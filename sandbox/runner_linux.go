@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -25,6 +26,7 @@ import (
 	"github.com/corral-sandbox/corral/mounts"
 	"github.com/corral-sandbox/corral/profiles"
 	"github.com/corral-sandbox/corral/seccomp"
+	"golang.org/x/sys/unix"
 )
 
 // Limit names, as reported in Result.LimitsHit.
@@ -43,7 +45,8 @@ type Result struct {
 	Argv []string `json:"argv"`
 	// ExitCode is the tool's exit status; 128+N when killed by signal N.
 	ExitCode int `json:"exit_code"`
-	// Duration is the wall time from task start to exit.
+	// Duration is the wall time from the request (the task's start, or
+	// the request sent to a container started ahead) to the exit.
 	Duration time.Duration `json:"duration_ns"`
 	// LimitsHit names each limit reached (Limit* constants).
 	LimitsHit []string `json:"limits_hit"`
@@ -110,9 +113,11 @@ func (c *cappedWriter) bytes() ([]byte, bool) {
 }
 
 // container is one created (namespaces, mounts, seccomp filter, cgroup)
-// but not yet started container. Its process is corral-init, which reads
-// what to run from ctlFile at the start; so it can be made before the call
-// arrives.
+// container whose tool has not run yet. Its process is corral-init, which
+// reads what to run from ctlFile; so it can be made before the call
+// arrives. Created by create, it is started by the call after the control
+// file is written; started ahead by startAhead, its init waits on ctlFile,
+// a FIFO, for the call's request (send).
 type container struct {
 	id        string
 	c         containerd.Container
@@ -123,6 +128,7 @@ type container struct {
 	ctlFile   string // the host path of its control file
 	lease     leases.Lease
 	created   time.Time
+	started   bool // started ahead: ctlFile is a FIFO its init waits on
 	// exited: wait received the task's exit status, so the task is
 	// stopped and destroy deletes it without killing it first.
 	exited bool
@@ -168,9 +174,13 @@ func (r *runner) setLayout(l *mounts.Layout) { r.layout = l }
 func (r *runner) planFor(id, init string) containerPlan {
 	return containerPlan{
 		ID: id, Namespace: r.e.cfg.Namespace, Limits: r.limits, Seccomp: r.seccomp,
-		Binds: r.layout.Binds(), Ctl: r.layout.Ctl, Init: init,
+		Binds: r.layout.Binds(), Ctl: r.layout.Ctl, Req: r.reqDir(id), Init: init,
 	}
 }
+
+// reqDir is the host's request directory of the container id, bound
+// into it alone (containerPlan.Req).
+func (r *runner) reqDir(id string) string { return filepath.Join(r.layout.Req, id) }
 
 // create makes a container from its plan, on the image the executor
 // resolved once (a fresh writable snapshot, so runc can make the mount
@@ -199,12 +209,24 @@ func (r *runner) create(ctx context.Context) (_ *container, retErr error) {
 		return nil, e.wrapContainerd("creating a lease", err)
 	}
 	ctx = leases.WithLease(ctx, l.ID)
-	c := &container{id: id, lease: l, ctlFile: filepath.Join(r.layout.Ctl, id), created: now}
+	c := &container{id: id, lease: l, ctlFile: filepath.Join(r.reqDir(id), filepath.Base(initctl.RequestFile)), created: now}
 	defer func() {
 		if retErr != nil {
 			r.destroy(c)
 		}
 	}()
+	// The bind's source exists before the create; 0755: corral-init (the
+	// spec's uid, not root) reads what it holds. MkdirAll: a session made
+	// by an older corral has no Req yet.
+	if err := os.MkdirAll(r.layout.Req, 0o700); err != nil {
+		return nil, fmt.Errorf("making the request directory: %w", err)
+	}
+	if err := os.Mkdir(r.reqDir(id), 0o755); err != nil {
+		return nil, fmt.Errorf("making the request directory: %w", err)
+	}
+	if err := os.Chmod(r.reqDir(id), 0o755); err != nil {
+		return nil, fmt.Errorf("making the request directory: %w", err)
+	}
 	cc, err := rt.client.NewContainer(ctx, id,
 		withNewSnapshot(id, rt),
 		containerd.WithContainerLabels(labels),
@@ -233,6 +255,99 @@ func (r *runner) create(ctx context.Context) (_ *container, retErr error) {
 		return nil, e.wrapContainerd("waiting on task "+id, err)
 	}
 	return c, nil
+}
+
+// createAhead makes a container for the pool: create, and on a runtime
+// that starts ahead (RuntimeInfo.StartAhead) a FIFO as its control file
+// and the start, after which its corral-init waits on the FIFO for the
+// call's request (send). Until then the container runs nothing but
+// corral-init, under every confinement of the spec.
+func (r *runner) createAhead(ctx context.Context) (_ *container, retErr error) {
+	c, err := r.create(ctx)
+	if err != nil || !r.e.oci.info.StartAhead {
+		return c, err
+	}
+	defer func() {
+		if retErr != nil {
+			r.destroy(c)
+		}
+	}()
+	// Read by the container's uid (the spec's, not root): 0644 whatever
+	// the umask.
+	if err := unix.Mkfifo(c.ctlFile, 0o600); err != nil {
+		return nil, fmt.Errorf("making the control FIFO: %w", err)
+	}
+	if err := os.Chmod(c.ctlFile, 0o644); err != nil {
+		return nil, fmt.Errorf("making the control FIFO: %w", err)
+	}
+	if err := c.task.Start(leases.WithLease(r.e.Context(ctx), c.lease.ID)); err != nil {
+		return nil, r.e.wrapContainerd("starting task "+c.id+" ahead", err)
+	}
+	c.started = true
+	return c, nil
+}
+
+// sendWait bounds how long send waits for a started container's init to
+// open its FIFO (it normally waits there long before the call).
+const sendWait = 10 * time.Second
+
+// send hands data, a request, to the corral-init of a container started
+// ahead: it opens the FIFO O_WRONLY|O_NONBLOCK, which fails with ENXIO
+// while no process has it open for reading (fifo(7)): an init that has not
+// reached its open yet (retried until sendWait), or one that is dead (its
+// exit arrives on statusC). A dead init, an init gone before it read the
+// whole request (EPIPE) or one that never opened ran nothing: the error
+// wraps errNotStarted.
+func (c *container) send(data []byte) error {
+	stop := time.Now().Add(sendWait)
+	var fd int
+	for {
+		var err error
+		fd, err = unix.Open(c.ctlFile, unix.O_WRONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, unix.ENXIO) && !errors.Is(err, unix.EINTR) {
+			return fmt.Errorf("opening the control FIFO: %w", err)
+		}
+		if time.Now().After(stop) {
+			return &notStartedError{fmt.Errorf("container %s: its init never opened the control FIFO", c.id)}
+		}
+		select {
+		case st := <-c.statusC:
+			c.statusC = exited(st)
+			return &notStartedError{fmt.Errorf("container %s: its init exited (status %d) before the call", c.id, st.ExitCode())}
+		case <-time.After(time.Millisecond):
+		}
+	}
+	defer unix.Close(fd)
+	// Blocking writes from here: a request larger than the pipe's buffer
+	// is read by the init as it comes.
+	if err := unix.SetNonblock(fd, false); err != nil {
+		return fmt.Errorf("writing the control FIFO: %w", err)
+	}
+	for len(data) > 0 {
+		n, err := unix.Write(fd, data)
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if errors.Is(err, unix.EPIPE) {
+			return &notStartedError{fmt.Errorf("container %s: its init closed the control FIFO before the request's end", c.id)}
+		}
+		if err != nil {
+			return fmt.Errorf("writing the control FIFO: %w", err)
+		}
+		data = data[n:]
+	}
+	return nil
+}
+
+// exited is a channel that delivers st once, in place of a status channel
+// send already read.
+func exited(st containerd.ExitStatus) <-chan containerd.ExitStatus {
+	ch := make(chan containerd.ExitStatus, 1)
+	ch <- st
+	return ch
 }
 
 // withNewSnapshot is containerd.WithNewSnapshot(id, rt.image) on the
@@ -276,6 +391,14 @@ func (r *runner) destroy(c *container) {
 		}
 		_, err := c.task.Delete(lctx, opts...)
 		taskDeleted = err == nil
+		if taskDeleted {
+			// What the runtime's delete left of the cgroups
+			// (removeCgroups): on a loaded host runc can leave them
+			// empty.
+			if err := removeCgroups(e.cfg.Namespace, c.id, cgroupSettle); err != nil {
+				fmt.Fprintf(e.cfg.Log, "corral: %v\n", oneLine(err))
+			}
+		}
 	}
 	if c.c != nil {
 		if err := r.deleteContainer(lctx, c, taskDeleted); err != nil && !errdefs.IsNotFound(err) {
@@ -283,6 +406,7 @@ func (r *runner) destroy(c *container) {
 		}
 	}
 	_ = os.Remove(c.ctlFile)
+	_ = os.Remove(filepath.Dir(c.ctlFile))
 	if e.client != nil {
 		_ = e.client.LeasesService().Delete(ctx, c.lease)
 	}
@@ -345,8 +469,10 @@ func (r *runner) untrack(c *container) error {
 	return r.stopped
 }
 
-// start writes req to the container's control file, starts it and waits
-// for the exit, the timeout, the output cap or ctx. When the runner is
+// start hands req to the container (written to its control file before
+// the start, or sent on the FIFO of a container started ahead) and waits
+// for the exit, the timeout, the output cap or ctx; the timeout counts
+// from the request. When the runner is
 // stopped while the container runs, the container is killed and the
 // runner's error returned without the output.
 func (r *runner) start(ctx context.Context, c *container, req initctl.Request, stdout, stderr io.Writer) (*Result, error) {
@@ -356,20 +482,25 @@ func (r *runner) start(ctx context.Context, c *container, req initctl.Request, s
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", errdefs.ErrInvalidArgument, err)
 	}
-	if err := os.WriteFile(c.ctlFile, data, 0o644); err != nil {
-		return nil, fmt.Errorf("writing the control file: %w", err)
+	if !c.started {
+		if err := os.WriteFile(c.ctlFile, data, 0o644); err != nil {
+			return nil, fmt.Errorf("writing the control file: %w", err)
+		}
+		data = nil
 	}
 	if err := r.track(c); err != nil {
 		return nil, err
 	}
-	res, err := r.wait(ctx, c, req.Argv, stdout, stderr)
+	res, err := r.wait(ctx, c, req.Argv, data, stdout, stderr)
 	if stopped := r.untrack(c); stopped != nil {
 		return nil, stopped
 	}
 	return res, err
 }
 
-func (r *runner) wait(ctx context.Context, c *container, argv []string, stdout, stderr io.Writer) (*Result, error) {
+// wait starts c, or sends it data when it was started ahead, and waits
+// (see start).
+func (r *runner) wait(ctx context.Context, c *container, argv []string, data []byte, stdout, stderr io.Writer) (*Result, error) {
 	lim := r.limits
 	c.out.setTarget(stdout)
 	c.errw.setTarget(stderr)
@@ -378,8 +509,27 @@ func (r *runner) wait(ctx context.Context, c *container, argv []string, stdout, 
 	cctx := leases.WithLease(r.e.Context(context.Background()), c.lease.ID)
 
 	res := &Result{Argv: argv}
+	// Before the request: a container made ahead whose status already
+	// came ran nothing. Either its init died while it waited, or the
+	// stream that would carry its exit broke (containerd restarted since
+	// its creation: the task lives on in its shim, but this call could
+	// never learn its exit and would report containerd gone, while the
+	// tool ran and wrote, then be repeated). The call runs on a new one.
+	select {
+	case st := <-c.statusC:
+		c.statusC = exited(st)
+		if err := st.Error(); err != nil {
+			return nil, &notStartedError{fmt.Errorf("container %s: %w: lost its task's status before the call: %w", c.id, errStatusLost, err)}
+		}
+		return nil, &notStartedError{fmt.Errorf("container %s: its init exited (status %d) before the call", c.id, st.ExitCode())}
+	default:
+	}
 	start := time.Now()
-	if err := c.task.Start(cctx); err != nil {
+	if c.started {
+		if err := c.send(data); err != nil {
+			return nil, err
+		}
+	} else if err := c.task.Start(cctx); err != nil {
 		err = r.e.wrapContainerd("starting task "+c.id, err)
 		// A start refused because the task had already stopped (or is
 		// gone) ran nothing: the runtime opens the exec FIFO that lets

@@ -56,6 +56,15 @@ type RuntimeInfo struct {
 	// Differences are what the runtime enforces differently from runc, as
 	// the integration tests assert it (docs/runtimes.md has the matrix).
 	Differences []string `json:"differences,omitempty"`
+	// StartAhead: a session's pool starts its containers ahead of the
+	// calls, each corral-init then waiting for its request on a FIFO in
+	// the control directory (a host FIFO bound into the container), so a
+	// call costs the request, the tool and the exit, not the runtime's
+	// start. Without it the pool only creates them and each call starts
+	// one. runsc 20221219 connects a host FIFO only with --host-fifo=open,
+	// which would also connect any FIFO a repository holds, so it does
+	// not start ahead.
+	StartAhead bool `json:"start_ahead,omitempty"`
 }
 
 // Wrapped reports whether the runtime runs through corral's wrapper.
@@ -66,9 +75,11 @@ func (r RuntimeInfo) Wrapped() bool { return len(r.Flags) > 0 }
 var runtimes = []RuntimeInfo{
 	{
 		Name: "runc", Shim: RuncShim, Package: "runc", SpecVersion: "1.0.2-dev",
+		StartAhead: true,
 	},
 	{
 		Name: "crun", Shim: RuncShim, Binary: "crun", Package: "crun", SpecVersion: "1.0.0",
+		StartAhead: true,
 		SeccompBPF: true,
 		Differences: []string{
 			"refuses a cgroup hybrid host while cgroup2 still has a controller (hack/crun-cgroups.sh)",

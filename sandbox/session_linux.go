@@ -290,7 +290,7 @@ func (e *Executor) open(p *Policy, rec SessionRecord, st *store, l *mounts.Layou
 	if e.cfg.Cold {
 		depth = 0
 	}
-	s.pool = &pool{depth: depth, cap: e.warm, create: s.runner.create, destroy: s.runner.destroy}
+	s.pool = &pool{depth: depth, cap: e.warm, create: s.runner.createAhead, destroy: s.runner.destroy}
 	return s, nil
 }
 
@@ -482,11 +482,16 @@ func (s *Session) call(ctx context.Context, req initctl.Request, stdout, stderr 
 	res, err := s.runner.start(ctx, c, req, stdout, stderr)
 	if errors.Is(err, errNotStarted) && ctx.Err() == nil {
 		// The container made ahead died while it waited: nothing ran,
-		// so the call runs once on a new one.
+		// so the call runs once on a new one. Lost its status stream: so
+		// did the rest of the pool, destroyed with it.
+		lost := errors.Is(err, errStatusLost)
 		s.bg.Add(1)
 		go func(c *container) {
 			defer s.bg.Done()
 			s.runner.destroy(c)
+			if lost {
+				s.pool.drain()
+			}
 		}(c)
 		if c, err = s.runner.create(ctx); err != nil {
 			return nil, err

@@ -29,9 +29,14 @@ type containerPlan struct {
 	// Binds are the session layout's container mounts (mounts.Layout.Binds:
 	// the view, the write area or the page), in order.
 	Binds []specs.Mount
-	// Ctl is the host's control directory of the session, bound read-only
-	// at initctl.CtlDir.
+	// Ctl is the host's control directory of the session (staged
+	// file-tool content), bound read-only at initctl.CtlDir.
 	Ctl string
+	// Req is the host's request directory of this container alone (its
+	// control file), bound read-only at initctl.ReqDir: no container sees
+	// another's control file, so no tool can read (and so steal) the
+	// request a container started ahead waits for on its FIFO.
+	Req string
 	// Init is the host's corral-init (a content-addressed copy), bound
 	// read-only at initctl.InitPath.
 	Init string
@@ -39,12 +44,13 @@ type containerPlan struct {
 
 // args is the container's process: corral-init and its control file.
 func (p containerPlan) args() []string {
-	return []string{initctl.InitPath, path.Join(initctl.CtlDir, p.ID)}
+	return []string{initctl.InitPath, initctl.RequestFile}
 }
 
 // mounts is the container's mount list in order: the layout's binds
 // (the view at mounts.ContainerRoot first, the write area or page over
-// it), /tmp, the control directory and corral-init. All are nosuid and
+// it), /tmp, the control directory, the container's request directory
+// and corral-init. All are nosuid and
 // nodev; everything but corral-init is noexec.
 func (p containerPlan) mounts() []specs.Mount {
 	ms := append([]specs.Mount(nil), p.Binds...)
@@ -53,6 +59,8 @@ func (p containerPlan) mounts() []specs.Mount {
 			Options: []string{"nosuid", "nodev", "noexec", fmt.Sprintf("size=%d", p.Limits.TmpBytes), "mode=1777"}},
 		specs.Mount{Destination: initctl.CtlDir, Type: "bind", Source: p.Ctl,
 			Options: []string{"rbind", "ro", "nosuid", "nodev", "noexec", "rprivate"}},
+		specs.Mount{Destination: initctl.ReqDir, Type: "bind", Source: p.Req,
+			Options: []string{"bind", "ro", "nosuid", "nodev", "noexec", "rprivate"}},
 		specs.Mount{Destination: initctl.InitPath, Type: "bind", Source: p.Init,
 			Options: []string{"bind", "ro", "nosuid", "nodev", "rprivate"}},
 	)

@@ -34,6 +34,7 @@ func testPlan(t *testing.T) containerPlan {
 		Seccomp: sc,
 		Binds:   l.Binds(),
 		Ctl:     "/state/s/ctl",
+		Req:     "/state/s/req/" + t.Name(),
 		Init:    "/state/bin/corral-init-abc",
 	}
 }
@@ -56,7 +57,7 @@ func TestSpec(t *testing.T) {
 
 	// The process: corral-init with its control file, as 65534, with
 	// no_new_privs, in the view, with the fixed environment only.
-	require.Equal(t, []string{initctl.InitPath, initctl.CtlDir + "/" + t.Name()}, s.Process.Args)
+	require.Equal(t, []string{initctl.InitPath, initctl.RequestFile}, s.Process.Args)
 	assert.Equal(t, mounts.ContainerRoot, s.Process.Cwd)
 	assert.Equal(t, specs.User{UID: 65534, GID: 65534}, s.Process.User)
 	assert.True(t, s.Process.NoNewPrivileges)
@@ -103,6 +104,7 @@ func TestSpec(t *testing.T) {
 		{mounts.ContainerRoot + "/openwiki", "bind", "/state/s/write", []string{"rw", "nosuid", "nodev", "noexec"}, []string{"ro"}},
 		{"/tmp", "tmpfs", "tmpfs", []string{"nosuid", "nodev", "noexec", "size=67108864"}, nil},
 		{initctl.CtlDir, "bind", "/state/s/ctl", []string{"ro", "nosuid", "nodev", "noexec"}, []string{"rw"}},
+		{initctl.ReqDir, "bind", "/state/s/req/" + t.Name(), []string{"ro", "nosuid", "nodev", "noexec"}, []string{"rw", "rbind"}},
 		{initctl.InitPath, "bind", "/state/bin/corral-init-abc", []string{"ro", "nosuid", "nodev"}, []string{"rw", "noexec"}},
 	}
 	for i, w := range want {
@@ -123,7 +125,7 @@ func TestSpec(t *testing.T) {
 	// No other mount reaches the host's filesystem.
 	for _, m := range s.Mounts {
 		if m.Type == "bind" {
-			assert.Contains(t, []string{mounts.ContainerRoot, mounts.ContainerRoot + "/openwiki", initctl.CtlDir, initctl.InitPath}, m.Destination, "unexpected bind %v", m)
+			assert.Contains(t, []string{mounts.ContainerRoot, mounts.ContainerRoot + "/openwiki", initctl.CtlDir, initctl.ReqDir, initctl.InitPath}, m.Destination, "unexpected bind %v", m)
 		}
 	}
 	// The default spec's masked and read-only /proc paths stay.

@@ -7,9 +7,12 @@
 // Usage (fixed when the container is created): corral-init CTLFILE
 //
 // CTLFILE, in the session's control directory (bound read-only at
-// /.corral/ctl), is written by the supervisor after the container was
-// created and before it is started: one initctl.Request. corral-init
-// reads it and, by its mode:
+// /.corral/ctl), holds one initctl.Request: a regular file the
+// supervisor wrote after the container was created and before it
+// started it, or a FIFO, for a container started ahead of its call:
+// corral-init then waits (at most initctl.MaxWait) in its open until the
+// supervisor opens it to write the request, and reads to its end.
+// corral-init reads it and, by its mode:
 //   - exec: resolves argv[0] against PATH (a bare name only; the allowlist
 //     refused anything else), starts the tool as its child with the
 //     environment the spec fixed and the standard streams it was given,
@@ -43,6 +46,7 @@ package main
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -53,6 +57,7 @@ import (
 	"github.com/corral-sandbox/corral/internal/initctl"
 	"github.com/corral-sandbox/corral/internal/rootfs"
 	"github.com/corral-sandbox/corral/sandbox/fsop"
+	"golang.org/x/sys/unix"
 )
 
 // exitDeadline is corral-init's exit code when the deadline passed: that
@@ -75,8 +80,16 @@ func main() {
 	if len(os.Args) != 2 {
 		fail(125, "usage: corral-init CTLFILE")
 	}
+	// Started ahead, corral-init may wait here for a call that never
+	// comes (its supervisor died): it ends itself, nothing run.
+	idle := time.AfterFunc(initctl.MaxWait, func() {
+		fail(125, "no request within "+initctl.MaxWait.String())
+	})
 	data, err := readFile(os.Args[1])
-	if err != nil {
+	if err != nil || !idle.Stop() {
+		if err == nil {
+			select {} // the idle timer is ending the process
+		}
 		fail(125, "cannot read control file "+os.Args[1]+": "+err.Error())
 	}
 	req, err := initctl.Decode(data)
@@ -175,8 +188,41 @@ func execTool(argv []string) int {
 	return 127
 }
 
-// readFile reads the control file (a regular file, no link on the way
-// below its directory) at most initctl.MaxBytes.
+// readFile reads the control file (a regular file or a FIFO, no link on
+// the way below its directory) at most initctl.MaxBytes. A FIFO is opened
+// blocking, through the descriptor its resolution gave, so the open
+// returns once the supervisor opened it for writing; it is read to its
+// end (the supervisor's close).
 func readFile(p string) ([]byte, error) {
-	return rootfs.ReadFileInRoot(filepath.Dir(p), filepath.Base(p), rootfs.NoSymlinks, initctl.MaxBytes)
+	d, err := rootfs.OpenRoot(filepath.Dir(p))
+	if err != nil {
+		return nil, err
+	}
+	defer d.Close()
+	pf, err := d.Open(filepath.Base(p), rootfs.NoSymlinks, unix.O_PATH)
+	if err != nil {
+		return nil, err
+	}
+	defer pf.Close()
+	var st unix.Stat_t
+	if err := unix.Fstat(int(pf.Fd()), &st); err != nil {
+		return nil, err
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFIFO {
+		return rootfs.ReadFileInRoot(filepath.Dir(p), filepath.Base(p), rootfs.NoSymlinks, initctl.MaxBytes)
+	}
+	fd, err := unix.Open(fmt.Sprintf("/proc/self/fd/%d", pf.Fd()), unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	for errors.Is(err, unix.EINTR) {
+		fd, err = unix.Open(fmt.Sprintf("/proc/self/fd/%d", pf.Fd()), unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	}
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: p, Err: err}
+	}
+	f := os.NewFile(uintptr(fd), p)
+	defer f.Close()
+	data, err := rootfs.ReadAtMost(f, 0, initctl.MaxBytes)
+	if err == nil && len(data) > initctl.MaxBytes {
+		err = fmt.Errorf("more than %d bytes", initctl.MaxBytes)
+	}
+	return data, err
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/corral-sandbox/corral/internal/initctl"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
 )
 
 // TestMain runs corral-init itself when the tests start this binary as
@@ -107,4 +108,81 @@ func TestDeadlineAsPID1(t *testing.T) {
 	require.Equal(t, exitDeadline, ee.ExitCode(), string(out))
 	require.Contains(t, string(out), "deadline of 500ms passed")
 	require.Less(t, time.Since(start), 5*time.Second)
+}
+
+// TestFIFORequest: started ahead, corral-init waits on its control FIFO
+// without running anything, then runs the request written to it; its
+// deadline counts from the request, not from its start.
+func TestFIFORequest(t *testing.T) {
+	ctl := filepath.Join(t.TempDir(), "ctl")
+	require.NoError(t, unix.Mkfifo(ctl, 0o600))
+	cmd := exec.Command(os.Args[0], ctl)
+	cmd.Env = []string{"CORRAL_INIT_TEST_MAIN=1", "PATH=/usr/bin:/bin"}
+	var out strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &out
+	require.NoError(t, cmd.Start())
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	// Longer than the request's deadline: the wait does not count.
+	select {
+	case err := <-done:
+		t.Fatalf("corral-init ended before its request: %v: %s", err, out.String())
+	case <-time.After(3500 * time.Millisecond):
+	}
+	// A deadline with room for a loaded machine's sh (500 ms was passed
+	// at load 20 on two cores), still shorter than the wait above.
+	data, err := initctl.Encode(initctl.Request{Mode: initctl.Exec, Argv: []string{"sh", "-c", "sleep 0.1; echo ran"}, DeadlineMS: 3000})
+	require.NoError(t, err)
+	// What the supervisor does (sandbox's container.send): a writer's
+	// open that fails with ENXIO unless a reader waits.
+	var fd int
+	require.Eventually(t, func() bool {
+		fd, err = unix.Open(ctl, unix.O_WRONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+		return err == nil
+	}, 5*time.Second, 5*time.Millisecond, "corral-init never opened its FIFO")
+	_, err = unix.Write(fd, data)
+	require.NoError(t, err)
+	require.NoError(t, unix.Close(fd))
+	require.NoError(t, <-done, out.String())
+	require.Equal(t, "ran\n", out.String())
+
+	// No reader once corral-init is gone: the writer's open fails with
+	// ENXIO, which the supervisor takes for "nothing ran".
+	_, err = unix.Open(ctl, unix.O_WRONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	require.ErrorIs(t, err, unix.ENXIO)
+}
+
+// TestFIFOShortRequest: a supervisor that dies after opening the FIFO
+// (nothing written, or half a request) leaves corral-init an EOF: it
+// exits 125 and runs nothing.
+func TestFIFOShortRequest(t *testing.T) {
+	data, err := initctl.Encode(initctl.Request{Mode: initctl.Exec, Argv: []string{"sh", "-c", "echo ran"}, DeadlineMS: 3000})
+	require.NoError(t, err)
+	for name, sent := range map[string][]byte{"empty": nil, "truncated": data[:len(data)/2]} {
+		t.Run(name, func(t *testing.T) {
+			ctl := filepath.Join(t.TempDir(), "ctl")
+			require.NoError(t, unix.Mkfifo(ctl, 0o600))
+			cmd := exec.Command(os.Args[0], ctl)
+			cmd.Env = []string{"CORRAL_INIT_TEST_MAIN=1", "PATH=/usr/bin:/bin"}
+			var out strings.Builder
+			cmd.Stdout, cmd.Stderr = &out, &out
+			require.NoError(t, cmd.Start())
+			var fd int
+			require.Eventually(t, func() bool {
+				fd, err = unix.Open(ctl, unix.O_WRONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+				return err == nil
+			}, 5*time.Second, 5*time.Millisecond, "corral-init never opened its FIFO")
+			if len(sent) > 0 {
+				_, err = unix.Write(fd, sent)
+				require.NoError(t, err)
+			}
+			require.NoError(t, unix.Close(fd))
+			err := cmd.Wait()
+			var ee *exec.ExitError
+			require.True(t, errors.As(err, &ee), "%v: %s", err, out.String())
+			require.Equal(t, 125, ee.ExitCode(), out.String())
+			require.NotContains(t, out.String(), "ran")
+			require.True(t, strings.HasPrefix(out.String(), "corral-init: "), out.String())
+		})
+	}
 }

@@ -1,11 +1,16 @@
 // Package initctl is the protocol between corral and corral-init, the
 // static helper bound read-only into every container at InitPath.
 //
-// Every container's process is `InitPath CtlDir/<container id>`, fixed
-// when the container is created (possibly long before the call). Just
-// before the start, corral writes one Request to that control file, in
-// the session's control directory, which the container sees read-only at
-// CtlDir. corral-init reads it and, by its Mode, runs the tool as its
+// Every container's process is `InitPath RequestFile`, fixed when the
+// container is created (possibly long before the call). corral hands it
+// one Request through that control file, in a directory of the
+// container's own that it alone sees, read-only, at ReqDir (so no other
+// container of the session can reach it, even where no Landlock keeps a
+// tool out of /.corral): either
+// a regular file written just before the start, or, for a container
+// started ahead of its call, a FIFO that corral-init, started, waits on
+// (at most MaxWait) until corral opens it, writes the Request and closes
+// it. corral-init reads it and, by its Mode, runs the tool as its
 // child (Exec) or one file-tool operation in-process (FS, package
 // sandbox/fsop), in both cases under the Request's wall-clock deadline,
 // which corral-init holds itself as the container's PID 1: a supervisor
@@ -32,8 +37,14 @@ const (
 	// InitPath is where corral-init is bound, read-only.
 	InitPath = "/.corral/init"
 	// CtlDir is where the session's control directory is bound,
-	// read-only: control files and staged file-tool content.
+	// read-only: staged file-tool content.
 	CtlDir = "/.corral/ctl"
+	// ReqDir is where the container's own request directory is bound,
+	// read-only; it holds RequestFile and nothing else.
+	ReqDir = "/.corral/req"
+	// RequestFile is the container's control file, corral-init's one
+	// argument.
+	RequestFile = ReqDir + "/request"
 )
 
 // Version is the protocol version a Request carries. Version 2 added
@@ -46,6 +57,13 @@ const MaxDeadline = 25 * time.Hour
 
 // MaxBytes bounds a control file.
 const MaxBytes = 4 << 20
+
+// MaxWait bounds how long a corral-init started ahead waits for its
+// Request on a FIFO; then it exits 125 without running anything. corral
+// never hands a request to a container that waited longer than its own
+// bound (30 minutes), so this only ends the idle containers of a
+// supervisor that died.
+const MaxWait = 35 * time.Minute
 
 // Mode says what corral-init does with a Request.
 type Mode string
@@ -77,13 +95,23 @@ type Request struct {
 // Deadline returns DeadlineMS as a duration.
 func (r Request) Deadline() time.Duration { return time.Duration(r.DeadlineMS) * time.Millisecond }
 
-// Encode returns r as a control file, after the checks Decode makes.
+// Encode returns r as a control file, after the checks Decode makes; a
+// request whose encoding is larger than MaxBytes is an error.
 func Encode(r Request) ([]byte, error) {
 	r.Version = Version
 	if err := r.check(); err != nil {
 		return nil, err
 	}
-	return json.Marshal(r)
+	data, err := json.Marshal(r)
+	if err != nil {
+		return nil, err
+	}
+	// corral-init refuses it anyway (Decode); refused here, it costs no
+	// container (one started ahead would read MaxBytes of it first).
+	if len(data) > MaxBytes {
+		return nil, fmt.Errorf("request of %d bytes, more than %d", len(data), MaxBytes)
+	}
+	return data, nil
 }
 
 // Decode reads a control file written by Encode: one JSON object of this

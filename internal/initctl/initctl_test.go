@@ -1,6 +1,7 @@
 package initctl
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -46,4 +47,17 @@ func TestDecodeRefuses(t *testing.T) {
 	require.Error(t, err)
 	_, err = Encode(Request{Mode: Exec, Argv: []string{"ls"}})
 	require.Error(t, err, "no deadline")
+}
+
+// TestEncodeRefusesMoreThanMaxBytes: a request corral-init would refuse
+// (Decode) is refused before it is handed to any container.
+func TestEncodeRefusesMoreThanMaxBytes(t *testing.T) {
+	argv := []string{"true"}
+	for i := 0; i < 48; i++ {
+		argv = append(argv, strings.Repeat("b", 100<<10))
+	}
+	_, err := Encode(Request{Mode: Exec, Argv: argv, DeadlineMS: 1000})
+	require.ErrorContains(t, err, "more than")
+	_, err = Encode(Request{Mode: Exec, Argv: argv[:30], DeadlineMS: 1000})
+	require.NoError(t, err)
 }
