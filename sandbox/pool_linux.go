@@ -42,6 +42,8 @@ type warmCap struct {
 	ready   int // containers ready in every pool
 	filling int // pools whose refill runs
 	wanted  int // the pools' current depths, summed
+	hits    int // takes that found a container ready, ever
+	misses  int // takes that found none (the call created its own), ever
 }
 
 func newWarmCap(max int) *warmCap {
@@ -67,6 +69,17 @@ func (w *warmCap) release(n int) {
 	w.mu.Unlock()
 }
 
+// took counts a take that found a container ready (hit) or none.
+func (w *warmCap) took(hit bool) {
+	w.mu.Lock()
+	if hit {
+		w.hits++
+	} else {
+		w.misses++
+	}
+	w.mu.Unlock()
+}
+
 // add moves the figures by the given deltas.
 func (w *warmCap) add(ready, filling, wanted int) {
 	w.mu.Lock()
@@ -79,15 +92,18 @@ func (w *warmCap) add(ready, filling, wanted int) {
 // WarmState is the executor's containers created ahead, now: Ready wait
 // for a call, Wanted is the depth every open session's pool aims at (its
 // floor, or more after bursts), Filling pools are creating more, Held
-// tokens of Cap are taken (ready and in creation).
+// tokens of Cap are taken (ready and in creation). Hits and Misses count
+// the calls, since the executor started, that found a container ready
+// and that found none (and created their own).
 type WarmState struct {
 	Ready, Wanted, Filling, Held, Cap int
+	Hits, Misses                      int
 }
 
 func (w *warmCap) state() WarmState {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return WarmState{Ready: w.ready, Wanted: w.wanted, Filling: w.filling, Held: w.held, Cap: w.max}
+	return WarmState{Ready: w.ready, Wanted: w.wanted, Filling: w.filling, Held: w.held, Cap: w.max, Hits: w.hits, Misses: w.misses}
 }
 
 // pool keeps containers of one session made ahead of the calls
@@ -160,6 +176,7 @@ func (p *pool) take() *container {
 		}
 	}
 	if p.floor > 0 && !p.closed {
+		p.cap.took(c != nil)
 		p.lastTake = time.Now()
 		if c == nil && p.depth < p.max {
 			grown := min(p.depth*2, p.max)

@@ -12,12 +12,15 @@ import (
 
 // fakeContainers counts what a pool creates and destroys.
 type fakeContainers struct {
+	hold               sync.Mutex // held: creations wait
 	mu                 sync.Mutex
 	created, destroyed int
 	fail               bool
 }
 
 func (f *fakeContainers) create(context.Context) (*container, error) {
+	f.hold.Lock()
+	f.hold.Unlock()
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.fail {
@@ -60,7 +63,7 @@ func TestPoolDepthAndCap(t *testing.T) {
 	require.NotNil(t, a.take())
 	a.wg.Wait()
 	require.Equal(t, 2, a.readyNow(), "refilled after a take")
-	require.Equal(t, WarmState{Ready: 3, Wanted: 4, Held: 3, Cap: 3}, cap.state(), "tokens: a's two, b's one")
+	require.Equal(t, WarmState{Ready: 3, Wanted: 4, Held: 3, Cap: 3, Hits: 1, Misses: 1}, cap.state(), "tokens: a's two, b's one")
 
 	// A container older than maxWarmAge is destroyed, not used.
 	a.mu.Lock()
@@ -80,16 +83,19 @@ func TestPoolDepthAndCap(t *testing.T) {
 	b.wg.Wait()
 	require.Equal(t, 1, fb.created, "a stopped pool never refills")
 	a.close()
-	require.Equal(t, WarmState{Cap: 3}, cap.state(), "every token given back, no pool counted")
+	require.Equal(t, WarmState{Cap: 3, Hits: 1, Misses: 2}, cap.state(), "every token given back, no pool counted")
 }
 
 // drainAndRefill takes every ready container of p, then one more (a
-// miss), and waits for the refill; it returns how many calls found one.
-func drainAndRefill(p *pool) int {
+// miss), with f's creations held meanwhile, and waits for the refill; it
+// returns how many calls found one.
+func drainAndRefill(p *pool, f *fakeContainers) int {
 	hits := 0
+	f.hold.Lock()
 	for p.take() != nil {
 		hits++
 	}
+	f.hold.Unlock()
 	p.wg.Wait()
 	return hits
 }
@@ -104,11 +110,14 @@ func TestPoolGrowsOnMisses(t *testing.T) {
 	require.Equal(t, 2, p.readyNow())
 	// Each drained burst ends with a miss, which doubles the depth.
 	for _, want := range []struct{ hits, depth int }{{2, 4}, {4, 8}, {8, 8}, {8, 8}} {
-		require.Equal(t, want.hits, drainAndRefill(p))
+		require.Equal(t, want.hits, drainAndRefill(p, f))
 		require.Equal(t, want.depth, p.Depth(), "never past the session's max")
 		require.Equal(t, want.depth, p.readyNow())
 	}
-	require.Equal(t, 8, cap.state().Wanted)
+	st := cap.state()
+	require.Equal(t, 8, st.Wanted)
+	require.Equal(t, 2+4+8+8, st.Hits)
+	require.Equal(t, 4, st.Misses, "one miss per drained burst")
 }
 
 func TestPoolMaxIsHalfTheCap(t *testing.T) {
@@ -118,7 +127,7 @@ func TestPoolMaxIsHalfTheCap(t *testing.T) {
 	defer p.close()
 	require.Equal(t, 4, p.max, "one session grows to at most half the host cap")
 	for range 4 {
-		drainAndRefill(p)
+		drainAndRefill(p, f)
 	}
 	require.Equal(t, 4, p.Depth())
 	require.Equal(t, 4, p.readyNow())
@@ -135,18 +144,18 @@ func TestPoolShrinksWhenIdle(t *testing.T) {
 	defer p.close()
 	p.refill()
 	p.wg.Wait()
-	drainAndRefill(p)
-	drainAndRefill(p)
+	drainAndRefill(p, f)
+	drainAndRefill(p, f)
 	require.Equal(t, 8, p.readyNow())
 	_, destroyed := f.counts()
 	require.Eventually(t, func() bool { return p.Depth() == 2 && p.readyNow() == 2 }, 5*time.Second, 10*time.Millisecond, "back to the floor")
 	p.wg.Wait()
 	_, after := f.counts()
 	require.Equal(t, 6, after-destroyed, "the six beyond the floor destroyed")
-	require.Equal(t, WarmState{Ready: 2, Wanted: 2, Held: 2, Cap: 32}, cap.state())
+	require.Equal(t, WarmState{Ready: 2, Wanted: 2, Held: 2, Cap: 32, Hits: 6, Misses: 2}, cap.state())
 
 	// Calls keep a grown pool grown: the idle time counts from the last take.
-	drainAndRefill(p)
+	drainAndRefill(p, f)
 	require.Equal(t, 4, p.Depth())
 	for range 6 {
 		time.Sleep(20 * time.Millisecond)
@@ -166,8 +175,8 @@ func TestPoolFairUnderTheCap(t *testing.T) {
 	defer a.close()
 	defer b.close()
 	for range 4 {
-		drainAndRefill(a)
-		drainAndRefill(b)
+		drainAndRefill(a, f)
+		drainAndRefill(b, f)
 	}
 	st := cap.state()
 	require.Equal(t, 6, st.Held, "extras stop at the reserve: %+v", st)

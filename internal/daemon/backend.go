@@ -176,7 +176,7 @@ func (b *sandboxBackend) Warm() *api.WarmState {
 		return nil
 	}
 	w := b.exec.Warm()
-	return &api.WarmState{Ready: w.Ready, Wanted: w.Wanted, Filling: w.Filling, Held: w.Held, Cap: w.Cap}
+	return &api.WarmState{Ready: w.Ready, Wanted: w.Wanted, Filling: w.Filling, Held: w.Held, Cap: w.Cap, Hits: w.Hits, Misses: w.Misses}
 }
 
 func (b *sandboxBackend) Containerd(ctx context.Context) api.ContainerdState {
