@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -38,6 +39,9 @@ type daemonLatency struct {
 	// again before each burst; how says what was polled.
 	waits []time.Duration
 	how   string
+	// hits and misses per name: the calls that found a container ready
+	// and that found none, from the daemon's health (-1: not reported).
+	hits, misses []int
 }
 
 // measureDaemonLatency starts a daemon (the default profile: pool_depth
@@ -62,7 +66,17 @@ func measureDaemonLatency(b testing.TB, rounds, burst int) daemonLatency {
 	defer d.stop(true)
 	c := client.New(d.sock)
 	defer c.Close()
-	s, err := c.CreateSession(ctx, api.CreateSession{Repo: repo})
+	// CORRAL_BENCH_POOL_MAX_DEPTH=N: the docs profile with pool_max_depth
+	// N (N = 2, its pool_depth: a fixed depth, as before pools grew).
+	var profile string
+	if n := os.Getenv("CORRAL_BENCH_POOL_MAX_DEPTH"); n != "" {
+		data, err := os.ReadFile(filepath.Join("..", "profiles", "builtin", "docs.yaml"))
+		require.NoError(b, err)
+		profile = filepath.Join(dir, "docs-bench.yaml")
+		text := strings.Replace(string(data), "name: docs", "name: docs-bench", 1) + "\npool_max_depth: " + n + "\n"
+		require.NoError(b, os.WriteFile(profile, []byte(text), 0o644))
+	}
+	s, err := c.CreateSession(ctx, api.CreateSession{Repo: repo, Profile: profile})
 	require.NoError(b, err)
 	defer c.DiscardSession(ctx, s.ID)
 
@@ -106,21 +120,54 @@ func measureDaemonLatency(b testing.TB, rounds, burst int) daemonLatency {
 		require.NoError(b, fn())
 	}
 	out.got = make([][]time.Duration, len(fns))
+	out.hits, out.misses = make([]int, len(fns)), make([]int, len(fns))
 	for i := 0; i < rounds; i++ {
 		for j := 1; j < len(fns); j++ {
 			t0 := time.Now()
 			require.NoError(b, ctrRun(), out.names[0])
 			out.got[0] = append(out.got[0], time.Since(t0))
-			waited, how := waitPoolFull(b, e, d.sock, state)
+			waited, how, w0 := waitPoolFull(b, e, d.sock, state)
 			out.waits, out.how = append(out.waits, waited), how
 			for k := 0; k < burst; k++ {
 				t0 := time.Now()
 				require.NoError(b, fns[j](), out.names[j])
 				out.got[j] = append(out.got[j], time.Since(t0))
 			}
+			if w1 := daemonWarm(b, d.sock); w0 != nil && w1 != nil && out.hits[j] >= 0 {
+				out.hits[j] += w1.Hits - w0.Hits
+				out.misses[j] += w1.Misses - w0.Misses
+			} else {
+				out.hits[j], out.misses[j] = -1, -1
+			}
 		}
 	}
+	out.hits[0], out.misses[0] = -1, -1
 	return out
+}
+
+// warmFigures are the daemon's health warm figures the bench reads
+// (decoded here, not through api.Health, so that the bench builds and
+// runs against a daemon from before they were added: nil then).
+type warmFigures struct {
+	Ready, Wanted, Filling, Hits, Misses int
+}
+
+// daemonWarm reads the daemon's health warm figures over sock; nil when
+// the daemon reports none.
+func daemonWarm(b testing.TB, sock string) *warmFigures {
+	b.Helper()
+	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, "unix", sock)
+	}}}
+	defer hc.CloseIdleConnections()
+	var h struct {
+		Warm *warmFigures `json:"warm"`
+	}
+	resp, err := hc.Get("http://corral/v1/health")
+	require.NoError(b, err)
+	defer resp.Body.Close()
+	require.NoError(b, json.NewDecoder(resp.Body).Decode(&h))
+	return h.Warm
 }
 
 // poolFullWait bounds waitPoolFull.
@@ -134,40 +181,27 @@ const poolFullWait = 60 * time.Second
 // until containerd holds exactly profiles.DefaultPoolDepth containers of
 // its state directory (used ones are destroyed in the background, so at
 // rest only the ready ones remain). It fails after poolFullWait; it says
-// how long it waited and what it polled.
-func waitPoolFull(b testing.TB, e *sandbox.Executor, sock, state string) (time.Duration, string) {
+// how long it waited, what it polled, and the warm figures it read (nil
+// for a daemon without them).
+func waitPoolFull(b testing.TB, e *sandbox.Executor, sock, state string) (time.Duration, string, *warmFigures) {
 	b.Helper()
-	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-		return (&net.Dialer{}).DialContext(ctx, "unix", sock)
-	}}}
-	defer hc.CloseIdleConnections()
 	start := time.Now()
 	idle := 0
 	for {
-		var h struct {
-			Warm *struct {
-				Ready, Wanted, Filling int
-			} `json:"warm"`
-		}
-		resp, err := hc.Get("http://corral/v1/health")
-		require.NoError(b, err)
-		err = json.NewDecoder(resp.Body).Decode(&h)
-		resp.Body.Close()
-		require.NoError(b, err)
-		if h.Warm != nil {
-			if h.Warm.Filling == 0 {
+		if w := daemonWarm(b, sock); w != nil {
+			if w.Filling == 0 {
 				idle++
 			} else {
 				idle = 0
 			}
-			if h.Warm.Filling == 0 && (h.Warm.Ready >= h.Warm.Wanted || idle >= 2) {
-				return time.Since(start), "the daemon's health: warm.filling 0 and warm.ready = warm.wanted"
+			if w.Filling == 0 && (w.Ready >= w.Wanted || idle >= 2) {
+				return time.Since(start), "the daemon's health: warm.filling 0 and warm.ready = warm.wanted", w
 			}
 		} else {
 			list, err := e.Client().Containers(e.Context(context.Background()), fmt.Sprintf("labels.%q==%q", sandbox.LabelStateDir, state))
 			require.NoError(b, err)
 			if len(list) == profiles.DefaultPoolDepth {
-				return time.Since(start), fmt.Sprintf("containerd: %d containers of the state directory (health has no warm figures)", profiles.DefaultPoolDepth)
+				return time.Since(start), fmt.Sprintf("containerd: %d containers of the state directory (health has no warm figures)", profiles.DefaultPoolDepth), nil
 			}
 		}
 		require.Less(b, time.Since(start), poolFullWait, "the session's pool was not full again")
@@ -183,9 +217,13 @@ func (l daemonLatency) ratio(j int) float64 {
 // table is the latency rows in markdown.
 func (l daemonLatency) table(rounds, burst int) string {
 	var sb strings.Builder
-	fmt.Fprintf(&sb, "| path (%d rounds; per path: 1 ctr run --rm, the pool full again, then %d calls with no think time) | p50 (ms) | p95 (ms) | p50 / ctr run --rm p50 |\n| --- | --- | --- | --- |\n", rounds, burst)
+	fmt.Fprintf(&sb, "| path (%d rounds; per path: 1 ctr run --rm, the pool full again, then %d calls with no think time) | p50 (ms) | p95 (ms) | p50 / ctr run --rm p50 | calls that found a container ready |\n| --- | --- | --- | --- | --- |\n", rounds, burst)
 	for j, name := range l.names {
-		fmt.Fprintf(&sb, "| %s | %.1f | %.1f | %.2f× |\n", name, ms(pct(l.got[j], 0.5)), ms(pct(l.got[j], 0.95)), l.ratio(j))
+		ready := "—"
+		if l.hits[j] >= 0 {
+			ready = fmt.Sprintf("%d of %d", l.hits[j], l.hits[j]+l.misses[j])
+		}
+		fmt.Fprintf(&sb, "| %s | %.1f | %.1f | %.2f× | %s |\n", name, ms(pct(l.got[j], 0.5)), ms(pct(l.got[j], 0.95)), l.ratio(j), ready)
 	}
 	fmt.Fprintf(&sb, "\nwaiting for the pool to be full before each burst: p50 %.0f ms, max %.0f ms (polled %s)\n", ms(pct(l.waits, 0.5)), ms(pct(l.waits, 1)), l.how)
 	return sb.String()

@@ -17,7 +17,8 @@ import (
 // 10's targets: 20 back-to-back MCP exec calls, and CLI session exec
 // through the daemon, p50 <= 0.25x ctr). CORRAL_BENCH_ROUNDS (default 4)
 // and CORRAL_BENCH_BURST (default 20) change the rounds and the calls per
-// burst.
+// burst; CORRAL_BENCH_POOL_MAX_DEPTH=2 fixes the session's pool depth at
+// the docs profile's pool_depth (pools that do not grow, for comparison).
 //
 //	go test -run '^$' -bench BenchmarkDaemonBackToBack -benchtime 1x ./integration/
 func BenchmarkDaemonBackToBack(b *testing.B) {
