@@ -290,21 +290,23 @@ func BenchmarkCompare(b *testing.B) {
 		return err
 	}), "")
 
-	// 8 concurrent sessions vs 8 parallel ctr run --rm loops. corral's
-	// side runs in a child process so that its peak RSS is corral's alone.
+	// 8 concurrent sessions vs 8 parallel ctr run --rm loops, per
+	// runtime (bench_throughput_test.go), the default first.
 	dur := 10 * time.Second
-	corralRate, rss := throughputChild(b, demo, dur)
-	ctrRate := throughput(8, dur, func(i int) error {
-		return runCmd("ctr", "--address", addr, "-n", testutil.Namespace, "run", "--rm", "--snapshotter", "overlayfs",
-			ctrImage, fmt.Sprintf("bench-ctr-%d-%d", i, time.Now().UnixNano()), "ls", "/")()
-	})
+	tput := measureThroughput(b, sandbox.DefaultRuntime, demo, dur)
+	var others []throughputRow
+	for _, rt := range benchRuntimes(b) {
+		if rt != sandbox.DefaultRuntime {
+			others = append(others, measureThroughput(b, rt, demo, dur))
+		}
+	}
 
 	var sb strings.Builder
 	fmt.Fprintf(&sb, "\n## Latency (ms), %s, %d cores, n=%d per row\n\n| path | p50 | p95 | n |\n| --- | --- | --- | --- |\n", runtime.GOARCH, runtime.NumCPU(), n)
 	for _, r := range rows {
 		fmt.Fprintf(&sb, "| %s | %.1f | %.1f | %d |\n", r.name, ms(r.p50), ms(r.p95), r.n)
 	}
-	fmt.Fprintf(&sb, "\n## Throughput, 8 concurrent callers, %s each\n\n| path | invocations/s |\n| --- | --- |\n| corral, 8 sessions | %.1f |\n| ctr run --rm, 8 loops | %.1f |\n", dur, corralRate, ctrRate)
+	sb.WriteString(throughputTable(append([]throughputRow{tput}, others...), dur))
 	fmt.Fprintf(&sb, "\n## Targets\n\n| target | measured | limit | verdict |\n| --- | --- | --- | --- |\n")
 	ratio := func(a, b row) float64 { return float64(a.p50) / float64(b.p50) }
 	targets := []target{
@@ -318,8 +320,8 @@ func BenchmarkCompare(b *testing.B) {
 		target{"ls p50 100k files / 1k files", ratio(s100k, s1k), 1.1, "×"},
 		target{"session set-up 100k / git walk", ratio(setup, gitWalk), 1.0, "×"},
 		target{"collect 10-file change set p50", ms(collect.p50), 10, " ms"},
-		target{"ctr loops rate / corral rate (want corral ≥ 2× ctr)", ctrRate / corralRate, 0.5, "×"},
-		target{"supervisor peak RSS, 8 sessions", rss, 64, " MiB"},
+		target{"ctr loops rate / corral rate, " + tput.runtime + " (want corral ≥ 2× ctr)", 1 / tput.ratio(), 1 / throughputTarget, "×"},
+		target{"supervisor peak RSS, 8 sessions", tput.rssMiB, 64, " MiB"},
 	)
 	for _, t := range targets {
 		fmt.Fprintln(&sb, t.String())
@@ -358,46 +360,6 @@ func throughput(k int, d time.Duration, fn func(i int) error) float64 {
 	}
 	wg.Wait()
 	return float64(total) / time.Since(start).Seconds()
-}
-
-// TestThroughputChild is the supervisor process of BenchmarkCompare's
-// concurrency row: 8 sessions, one caller each, for CORRAL_BENCH_DUR, on
-// the runtime $CORRAL_BENCH_RUNTIME ("" is the default, runc); it prints
-// "rate RSS" (invocations/s, peak RSS in MiB). It runs only as that child
-// (or, with CORRAL_BENCH_CHILD_REPO set by hand, as a load of its own).
-func TestThroughputChild(t *testing.T) {
-	repo := os.Getenv("CORRAL_BENCH_CHILD_REPO")
-	if repo == "" {
-		t.Skip("runs only as the child of BenchmarkCompare")
-	}
-	dur, err := time.ParseDuration(os.Getenv("CORRAL_BENCH_DUR"))
-	require.NoError(t, err)
-	rt := os.Getenv("CORRAL_BENCH_RUNTIME")
-	var sessions []*sandbox.Session
-	for i := 0; i < 8; i++ {
-		s := newSessionB(t, repo, func(c *sandbox.Config) { c.Runtime = rt })
-		require.NoError(t, execArgv(s, "ls")())
-		s.Idle()
-		sessions = append(sessions, s)
-	}
-	rate := throughput(8, dur, func(i int) error { return execArgv(sessions[i], "ls")() })
-	fmt.Printf("THROUGHPUT %.2f %.1f\n", rate, maxRSSMiB())
-}
-
-func throughputChild(b testing.TB, repo string, d time.Duration) (rate, rssMiB float64) {
-	b.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run", "^TestThroughputChild$", "-test.count=1", "-test.v")
-	cmd.Env = append(os.Environ(), "CORRAL_BENCH_CHILD_REPO="+repo, "CORRAL_BENCH_DUR="+d.String(),
-		"CORRAL_IT_STATE_DIR="+testutil.StateDir(b))
-	outb, err := cmd.CombinedOutput()
-	require.NoError(b, err, string(outb))
-	for _, l := range strings.Split(string(outb), "\n") {
-		if strings.HasPrefix(l, "THROUGHPUT ") {
-			fmt.Sscan(strings.TrimPrefix(l, "THROUGHPUT "), &rate, &rssMiB)
-		}
-	}
-	require.NotZero(b, rate, string(outb))
-	return rate, rssMiB
 }
 
 // maxRSSMiB is this process's peak resident set (VmHWM).

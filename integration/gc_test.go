@@ -103,7 +103,8 @@ exec %[2]s "$@"
 // runtime when the supervisor dies), or orphaned (the record of a
 // container made ahead deleted, its task left: out of the task API's
 // reach): the containers, their tasks
-// and the runtime's state of them, shims, sandbox processes, cgroups,
+// and the runtime's state of them, shims, sandbox processes, cgroups (of
+// every container of the session, also one whose record went first),
 // leases, the session's host mounts and directory.
 func TestGCAfterSupervisorKill(t *testing.T) {
 	forEachRuntime(t, func(t *testing.T, rt testRuntime) {
@@ -288,6 +289,12 @@ func testGCAfterSupervisorKill(t *testing.T, rt testRuntime, mode string) {
 	for _, id := range ids {
 		require.Empty(t, runtimeLeftovers(t, rt, state, id), "left by %s after gc", rt.name)
 	}
+	// No cgroup of any container of the child's session either, one whose
+	// record went before the listings above included (runc 1.1.5 can end
+	// its delete with the cgroups left, empty, on a loaded host).
+	cgroups, err := filepath.Glob(filepath.Join("/sys/fs/cgroup", "*", testutil.Namespace, "corral-"+childSession+"-*"))
+	require.NoError(t, err)
+	require.Empty(t, cgroups, "cgroups of the child's session left by %s after gc", rt.name)
 	for _, m := range left {
 		mounted, err := mountinfo.Mounted(m.Mountpoint)
 		require.True(t, err != nil || !mounted, "mount %s left after gc", m.Mountpoint)
@@ -311,7 +318,7 @@ func aheadStatus(t *testing.T, rt testRuntime) containerd.ProcessStatus {
 
 // runtimeLeftovers lists what the runtime holds of container id: entries
 // of its state root (StateDir/<runtime>/<namespace>) naming id, its
-// cgroups, and processes whose command line names id (runsc's sandbox and
+// cgroups (with the processes in them), and processes whose command line names id (runsc's sandbox and
 // gofer; the shim).
 func runtimeLeftovers(t *testing.T, rt testRuntime, state, id string) []string {
 	t.Helper()
@@ -325,7 +332,12 @@ func runtimeLeftovers(t *testing.T, rt testRuntime, state, id string) []string {
 	}
 	cgroups, err := filepath.Glob(filepath.Join("/sys/fs/cgroup", "*", testutil.Namespace, id))
 	require.NoError(t, err)
-	left = append(left, cgroups...)
+	for _, cg := range cgroups {
+		// The processes still in it, if any (a runtime's init killed
+		// mid-create does not name the container on its command line).
+		procs, _ := os.ReadFile(filepath.Join(cg, "cgroup.procs"))
+		left = append(left, cg+" (procs: "+strings.Join(strings.Fields(string(procs)), " ")+")")
+	}
 	procs, err := filepath.Glob("/proc/[0-9]*/cmdline")
 	require.NoError(t, err)
 	for _, p := range procs {

@@ -97,7 +97,10 @@
 // time and a deadline, so a sweep reaps what a dead (or overdue) owner
 // left: the task through containerd before the record (a create the
 // owner left in flight is waited for), then shims whose record is gone
-// (orphan_linux.go).
+// (orphan_linux.go). Once a task is deleted, by a call's destroy or a
+// sweep, what the runtime left of its cgroups goes too (removeCgroups:
+// runc 1.1 ends its delete with success when a cgroup stays busy past
+// its ~150 ms of retries, as one just emptied can on a loaded host).
 //
 // The spec, in the order STYLE.md gives (specOpts): default spec (a
 // private network namespace with only lo), read-only rootfs, the process,

@@ -315,7 +315,8 @@ func (e *Executor) sweepSessions(ctx context.Context, force bool) (*GCReport, er
 
 // reap kills and deletes a leftover container: its task through
 // containerd first (the shim deletes the runtime's state, cgroups and
-// bundle, and exits), then the record with its snapshot. The task's IO is
+// bundle, and exits), then whatever the runtime left of its cgroups
+// (removeCgroups), then the record with its snapshot. The task's IO is
 // attached to a discard sink first: without a reader the task can block
 // forever on its FIFOs and task.Delete waits. A container without a task
 // may have its create still in flight in containerd (the owner died in
@@ -345,6 +346,8 @@ func (e *Executor) reap(ctx context.Context, c containerd.Container) error {
 	} else if !errdefs.IsNotFound(err) {
 		return fmt.Errorf("getting task of %s: %w", c.ID(), err)
 	}
+	// What the runtime's delete left of the cgroups (removeCgroups).
+	cgErr := removeCgroups(e.cfg.Namespace, c.ID(), cgroupSettle)
 	spec, specErr := c.Spec(ctx)
 	if err := c.Delete(ctx, containerd.WithSnapshotCleanup); err != nil && !errdefs.IsNotFound(err) {
 		return fmt.Errorf("deleting container %s: %w", c.ID(), err)
@@ -352,7 +355,7 @@ func (e *Executor) reap(ctx context.Context, c containerd.Container) error {
 	if specErr == nil {
 		e.removeRequestDir(spec, c.ID())
 	}
-	return nil
+	return cgErr
 }
 
 // removeRequestDir removes the request directory (Layout.Req/<id>: its

@@ -184,9 +184,12 @@ func (e *Executor) removeOrphan(ctx context.Context, id string, shims []shimProc
 			_ = os.RemoveAll(sp.bundle)
 		}
 	}
-	removeCgroups(e.cfg.Namespace, id)
+	cgErr := removeCgroups(e.cfg.Namespace, id, cgroupSettle)
 	if spec != nil {
 		e.removeRequestDir(spec, id)
+	}
+	if cgErr != nil {
+		return cgErr
 	}
 	if _, err := os.Stat(filepath.Join(e.oci.root, e.cfg.Namespace, id)); err == nil && e.oci.root != "" {
 		return fmt.Errorf("the runtime's state %s is left", filepath.Join(e.oci.root, e.cfg.Namespace, id))
@@ -285,16 +288,5 @@ func waitGone(pid int, d time.Duration) {
 			return // a zombie: gone but for its parent's wait
 		}
 		time.Sleep(50 * time.Millisecond)
-	}
-}
-
-// removeCgroups removes the container's cgroups, the leaf id under the
-// namespace (containerd's default cgroupsPath /NS/ID) in every hierarchy
-// (cgroup v1 controllers and the unified one); rmdir of an empty cgroup.
-func removeCgroups(ns, id string) {
-	dirs, _ := filepath.Glob(filepath.Join("/sys/fs/cgroup", "*", ns, id))
-	dirs = append(dirs, filepath.Join("/sys/fs/cgroup", ns, id))
-	for _, d := range dirs {
-		_ = os.Remove(d)
 	}
 }

@@ -391,6 +391,14 @@ func (r *runner) destroy(c *container) {
 		}
 		_, err := c.task.Delete(lctx, opts...)
 		taskDeleted = err == nil
+		if taskDeleted {
+			// What the runtime's delete left of the cgroups
+			// (removeCgroups): on a loaded host runc can leave them
+			// empty.
+			if err := removeCgroups(e.cfg.Namespace, c.id, cgroupSettle); err != nil {
+				fmt.Fprintf(e.cfg.Log, "corral: %v\n", oneLine(err))
+			}
+		}
 	}
 	if c.c != nil {
 		if err := r.deleteContainer(lctx, c, taskDeleted); err != nil && !errdefs.IsNotFound(err) {
