@@ -71,6 +71,15 @@ type Profile struct {
 	// its own host-wide cap: 1 to MaxPoolDepth, 0 meaning
 	// DefaultPoolDepth. Read it with Depth.
 	PoolDepth int `yaml:"pool_depth,omitempty"`
+	// PoolMaxDepth is how deep the pool may grow on bursts: a call that
+	// finds no container ready doubles the session's depth, up to
+	// PoolMaxDepth (and half of the owner's host-wide cap); after a
+	// minute without calls (the owner's idle time) it shrinks back to
+	// PoolDepth, destroying the extra containers. Depth to MaxPoolDepth,
+	// 0 meaning DefaultPoolMaxDepth (raised to Depth when lower). Read it
+	// with MaxDepth; PoolMaxDepth equal to PoolDepth keeps the depth
+	// fixed.
+	PoolMaxDepth int `yaml:"pool_max_depth,omitempty"`
 
 	// Grammars are the grammars of Commands, filled in by Load.
 	Grammars map[string]*allowlist.Command `yaml:"-"`
@@ -103,11 +112,12 @@ type Limits struct {
 
 // Session lifetime and pool bounds (Profile.TTL, Profile.PoolDepth).
 const (
-	DefaultIdleTTL   = 24 * time.Hour
-	MinIdleTTL       = time.Second
-	MaxIdleTTL       = 30 * 24 * time.Hour
-	DefaultPoolDepth = 2
-	MaxPoolDepth     = 16
+	DefaultIdleTTL      = 24 * time.Hour
+	MinIdleTTL          = time.Second
+	MaxIdleTTL          = 30 * 24 * time.Hour
+	DefaultPoolDepth    = 2
+	DefaultPoolMaxDepth = 8
+	MaxPoolDepth        = 16
 )
 
 var defaultResources = Resources{
@@ -332,6 +342,9 @@ func checkSession(p *Profile) error {
 	if p.PoolDepth < 0 || p.PoolDepth > MaxPoolDepth {
 		return fmt.Errorf("pool_depth %d: want 1 to %d (0: the default, %d)", p.PoolDepth, MaxPoolDepth, DefaultPoolDepth)
 	}
+	if p.PoolMaxDepth != 0 && (p.PoolMaxDepth < p.Depth() || p.PoolMaxDepth > MaxPoolDepth) {
+		return fmt.Errorf("pool_max_depth %d: want pool_depth (%d) to %d (0: the default, %d)", p.PoolMaxDepth, p.Depth(), MaxPoolDepth, DefaultPoolMaxDepth)
+	}
 	return nil
 }
 
@@ -362,6 +375,15 @@ func (p *Profile) Depth() int {
 		return DefaultPoolDepth
 	}
 	return p.PoolDepth
+}
+
+// MaxDepth returns how deep the pool may grow on bursts: PoolMaxDepth,
+// else DefaultPoolMaxDepth, never below Depth.
+func (p *Profile) MaxDepth() int {
+	if p.PoolMaxDepth != 0 {
+		return p.PoolMaxDepth
+	}
+	return max(DefaultPoolMaxDepth, p.Depth())
 }
 
 // Limits returns the profile's resource limits (Validate has checked them).

@@ -79,3 +79,35 @@ func TestSessionFields(t *testing.T) {
 		require.ErrorIs(t, p.Validate(), errdefs.ErrInvalidArgument, "%d", bad)
 	}
 }
+
+func TestPoolMaxDepth(t *testing.T) {
+	base := func() Profile {
+		p, err := Load(DefaultName)
+		require.NoError(t, err)
+		return *p
+	}
+	p := base()
+	require.Equal(t, DefaultPoolMaxDepth, p.MaxDepth())
+	p.PoolDepth = 12
+	require.NoError(t, p.Validate())
+	require.Equal(t, 12, p.MaxDepth(), "the default max never below the floor")
+	p.PoolMaxDepth = 12
+	require.NoError(t, p.Validate())
+	require.Equal(t, 12, p.MaxDepth(), "max = floor: a fixed depth")
+	p = base()
+	p.PoolMaxDepth = MaxPoolDepth
+	require.NoError(t, p.Validate())
+	require.Equal(t, MaxPoolDepth, p.MaxDepth())
+	for _, bad := range []struct{ floor, max int }{{0, -1}, {0, 1}, {4, 3}, {0, MaxPoolDepth + 1}} {
+		p := base()
+		p.PoolDepth, p.PoolMaxDepth = bad.floor, bad.max
+		require.ErrorIs(t, p.Validate(), errdefs.ErrInvalidArgument, "%+v", bad)
+	}
+	// The key is read from YAML, and a bad value fails the load.
+	y, err := Parse([]byte(minimal + "pool_depth: 3\npool_max_depth: 6\n"))
+	require.NoError(t, err)
+	require.Equal(t, 3, y.Depth())
+	require.Equal(t, 6, y.MaxDepth())
+	_, err = Parse([]byte(minimal + "pool_depth: 3\npool_max_depth: 2\n"))
+	require.ErrorIs(t, err, errdefs.ErrInvalidArgument)
+}

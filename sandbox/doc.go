@@ -29,8 +29,10 @@
 //	        starts, waits for and destroys containers; it tracks the
 //	        running ones so a failed session kills them at once.
 //	pool    containers made ahead of the calls: the profile's
-//	        pool_depth, under the executor-wide Config.MaxWarm; none in a
-//	        Cold (one-call) process. Started ahead where the runtime
+//	        pool_depth, doubled by each call that finds none ready up to
+//	        pool_max_depth, back to pool_depth after Config.PoolIdle
+//	        without calls, under the executor-wide Config.MaxWarm; none
+//	        in a Cold (one-call) process. Started ahead where the runtime
 //	        allows (RuntimeInfo.StartAhead), else created.
 //	watch   in a long-lived owner, the repository watch (fsnotify) that
 //	        fails the session closed when a path the rules hide appears
@@ -124,7 +126,7 @@
 //  5. Session.mu: the closed and failed state, the charged violations of
 //     an ephemeral session.
 //  6. Leaves, held briefly and never while taking another: runner.mu,
-//     pool.mu, watcher.mu and watcher.bmu, Executor.connMu (which the
+//     pool.mu (under which only warmCap.mu is taken), watcher.mu and watcher.bmu, Executor.connMu (which the
 //     first connect holds through the container sweep),
 //     Executor.sweptMu, Executor.initOnce.
 //

@@ -45,8 +45,14 @@ type Config struct {
 	Cold bool
 	// MaxWarm caps the containers created ahead of calls across all the
 	// executor's sessions (each session keeps its profile's pool_depth
-	// under it); 0 means DefaultMaxWarm. Unused when Cold.
+	// under it, and grows past it on bursts up to its pool_max_depth and
+	// half of MaxWarm, leaving a quarter of MaxWarm to the other
+	// sessions' pool_depth); 0 means DefaultMaxWarm. Unused when Cold.
 	MaxWarm int
+	// PoolIdle is how long after its last call a session's pool keeps
+	// the depth bursts grew it to before it shrinks back to pool_depth;
+	// 0 means DefaultPoolIdle.
+	PoolIdle time.Duration
 	// AuditFile, when set, receives a copy of the audit events, which
 	// always go to StateDir/audit.log.
 	AuditFile string
@@ -69,7 +75,7 @@ type Executor struct {
 	oci   *ociRuntime
 	audit *audit.Logger
 	// warm is the executor-wide cap on containers created ahead.
-	warm warmCap
+	warm *warmCap
 
 	// connMu guards the connection and what is resolved once through it.
 	connMu sync.Mutex
@@ -164,7 +170,7 @@ func New(ctx context.Context, cfg Config) (*Executor, error) {
 	if err != nil {
 		return nil, fmt.Errorf("opening the audit log: %w", err)
 	}
-	e := &Executor{cfg: cfg, oci: oci, audit: log, warm: make(warmCap, cfg.MaxWarm)}
+	e := &Executor{cfg: cfg, oci: oci, audit: log, warm: newWarmCap(cfg.MaxWarm)}
 	r, err := e.Sweep(ctx)
 	e.noteSwept(r)
 	if err != nil {
@@ -251,6 +257,10 @@ func (e *Executor) Client() *containerd.Client {
 
 // Config returns the resolved configuration.
 func (e *Executor) Config() Config { return e.cfg }
+
+// Warm returns the executor's containers created ahead, now (all its
+// sessions' pools together).
+func (e *Executor) Warm() WarmState { return e.warm.state() }
 
 // Context returns ctx in the executor's containerd namespace.
 func (e *Executor) Context(ctx context.Context) context.Context {

@@ -12,12 +12,15 @@ import (
 
 // fakeContainers counts what a pool creates and destroys.
 type fakeContainers struct {
+	hold               sync.Mutex // held: creations wait
 	mu                 sync.Mutex
 	created, destroyed int
 	fail               bool
 }
 
 func (f *fakeContainers) create(context.Context) (*container, error) {
+	f.hold.Lock()
+	f.hold.Unlock()
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.fail {
@@ -33,11 +36,24 @@ func (f *fakeContainers) destroy(*container) {
 	f.mu.Unlock()
 }
 
+func (f *fakeContainers) counts() (created, destroyed int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.created, f.destroyed
+}
+
+func (p *pool) readyNow() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.ready)
+}
+
 func TestPoolDepthAndCap(t *testing.T) {
-	cap := make(warmCap, 3)
+	cap := newWarmCap(3)
 	fa, fb := &fakeContainers{}, &fakeContainers{}
-	a := &pool{depth: 2, cap: cap, create: fa.create, destroy: fa.destroy}
-	b := &pool{depth: 2, cap: cap, create: fb.create, destroy: fb.destroy}
+	// Fixed depth 2 (max = floor).
+	a := newPool(2, 2, 0, cap, fa.create, fa.destroy)
+	b := newPool(2, 2, 0, cap, fb.create, fb.destroy)
 	require.Nil(t, a.take(), "nothing ready before a refill")
 	a.wg.Wait()
 	require.Equal(t, 2, fa.created, "filled to its depth")
@@ -46,8 +62,8 @@ func TestPoolDepthAndCap(t *testing.T) {
 	require.Equal(t, 1, fb.created, "the executor-wide cap stops the second pool")
 	require.NotNil(t, a.take())
 	a.wg.Wait()
-	require.Equal(t, 2, len(a.ready), "refilled after a take")
-	require.Equal(t, 3, len(cap), "tokens: a's two, b's one")
+	require.Equal(t, 2, a.readyNow(), "refilled after a take")
+	require.Equal(t, WarmState{Ready: 3, Wanted: 4, Held: 3, Cap: 3, Hits: 1, Misses: 1}, cap.state(), "tokens: a's two, b's one")
 
 	// A container older than maxWarmAge is destroyed, not used.
 	a.mu.Lock()
@@ -59,12 +75,124 @@ func TestPoolDepthAndCap(t *testing.T) {
 	require.Nil(t, a.take())
 	a.wg.Wait()
 	require.Equal(t, 2, fa.destroyed)
-	require.Empty(t, a.ready, "a failed refill stops")
+	require.Zero(t, a.readyNow(), "a failed refill stops")
 
 	b.stop()
 	require.Equal(t, 1, fb.destroyed)
-	require.Empty(t, cap, "every token given back")
 	b.refill()
 	b.wg.Wait()
 	require.Equal(t, 1, fb.created, "a stopped pool never refills")
+	a.close()
+	require.Equal(t, WarmState{Cap: 3, Hits: 1, Misses: 2}, cap.state(), "every token given back, no pool counted")
+}
+
+// drainAndRefill takes every ready container of p, then one more (a
+// miss), with f's creations held meanwhile, and waits for the refill; it
+// returns how many calls found one.
+func drainAndRefill(p *pool, f *fakeContainers) int {
+	hits := 0
+	f.hold.Lock()
+	for p.take() != nil {
+		hits++
+	}
+	f.hold.Unlock()
+	p.wg.Wait()
+	return hits
+}
+
+func TestPoolGrowsOnMisses(t *testing.T) {
+	cap := newWarmCap(32)
+	f := &fakeContainers{}
+	p := newPool(2, 8, time.Hour, cap, f.create, f.destroy)
+	defer p.close()
+	p.refill()
+	p.wg.Wait()
+	require.Equal(t, 2, p.readyNow())
+	// Each drained burst ends with a miss, which doubles the depth.
+	for _, want := range []struct{ hits, depth int }{{2, 4}, {4, 8}, {8, 8}, {8, 8}} {
+		require.Equal(t, want.hits, drainAndRefill(p, f))
+		require.Equal(t, want.depth, p.Depth(), "never past the session's max")
+		require.Equal(t, want.depth, p.readyNow())
+	}
+	st := cap.state()
+	require.Equal(t, 8, st.Wanted)
+	require.Equal(t, 2+4+8+8, st.Hits)
+	require.Equal(t, 4, st.Misses, "one miss per drained burst")
+}
+
+func TestPoolMaxIsHalfTheCap(t *testing.T) {
+	cap := newWarmCap(8)
+	f := &fakeContainers{}
+	p := newPool(2, 16, time.Hour, cap, f.create, f.destroy)
+	defer p.close()
+	require.Equal(t, 4, p.max, "one session grows to at most half the host cap")
+	for range 4 {
+		drainAndRefill(p, f)
+	}
+	require.Equal(t, 4, p.Depth())
+	require.Equal(t, 4, p.readyNow())
+	// A floor above half the cap stays the floor.
+	q := newPool(6, 6, time.Hour, cap, f.create, f.destroy)
+	defer q.close()
+	require.Equal(t, 6, q.max)
+}
+
+func TestPoolShrinksWhenIdle(t *testing.T) {
+	cap := newWarmCap(32)
+	f := &fakeContainers{}
+	p := newPool(2, 8, 50*time.Millisecond, cap, f.create, f.destroy)
+	defer p.close()
+	p.refill()
+	p.wg.Wait()
+	drainAndRefill(p, f)
+	drainAndRefill(p, f)
+	require.Equal(t, 8, p.readyNow())
+	_, destroyed := f.counts()
+	require.Eventually(t, func() bool { return p.Depth() == 2 && p.readyNow() == 2 }, 5*time.Second, 10*time.Millisecond, "back to the floor")
+	p.wg.Wait()
+	_, after := f.counts()
+	require.Equal(t, 6, after-destroyed, "the six beyond the floor destroyed")
+	require.Equal(t, WarmState{Ready: 2, Wanted: 2, Held: 2, Cap: 32, Hits: 6, Misses: 2}, cap.state())
+
+	// Calls keep a grown pool grown: the idle time counts from the last take.
+	drainAndRefill(p, f)
+	require.Equal(t, 4, p.Depth())
+	for range 6 {
+		time.Sleep(20 * time.Millisecond)
+		require.NotNil(t, p.take())
+		p.wg.Wait()
+	}
+	require.Equal(t, 4, p.Depth(), "no shrink while calls come")
+	require.Eventually(t, func() bool { return p.Depth() == 2 }, 5*time.Second, 10*time.Millisecond)
+}
+
+func TestPoolFairUnderTheCap(t *testing.T) {
+	// cap 8, reserve 2: grown sessions leave two tokens for floors.
+	cap := newWarmCap(8)
+	f := &fakeContainers{}
+	a := newPool(2, 8, time.Hour, cap, f.create, f.destroy)
+	b := newPool(2, 8, time.Hour, cap, f.create, f.destroy)
+	defer a.close()
+	defer b.close()
+	for range 4 {
+		drainAndRefill(a, f)
+		drainAndRefill(b, f)
+	}
+	st := cap.state()
+	require.Equal(t, 6, st.Held, "extras stop at the reserve: %+v", st)
+	require.LessOrEqual(t, a.readyNow(), 4)
+	require.LessOrEqual(t, b.readyNow(), 4)
+	// A new session still gets its floor.
+	c := newPool(2, 8, time.Hour, cap, f.create, f.destroy)
+	defer c.close()
+	c.refill()
+	c.wg.Wait()
+	require.Equal(t, 2, c.readyNow(), "the reserve serves another session's floor")
+	require.Equal(t, 8, cap.state().Held)
+	// Nothing more fits, floor or extra.
+	d := newPool(2, 8, time.Hour, cap, f.create, f.destroy)
+	defer d.close()
+	d.refill()
+	d.wg.Wait()
+	require.Zero(t, d.readyNow())
 }

@@ -286,11 +286,11 @@ func (e *Executor) open(p *Policy, rec SessionRecord, st *store, l *mounts.Layou
 		return nil, err
 	}
 	s := &Session{Policy: p, ID: rec.ID, exec: e, record: rec, store: st, layout: l, pending: files, runner: newRunner(e, rec.ID, p, sc, l)}
-	depth := p.Profile.Depth()
+	floor, max := p.Profile.Depth(), p.Profile.MaxDepth()
 	if e.cfg.Cold {
-		depth = 0
+		floor, max = 0, 0
 	}
-	s.pool = &pool{depth: depth, cap: e.warm, create: s.runner.createAhead, destroy: s.runner.destroy}
+	s.pool = newPool(floor, max, e.cfg.PoolIdle, e.warm, s.runner.createAhead, s.runner.destroy)
 	return s, nil
 }
 

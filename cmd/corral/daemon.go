@@ -18,6 +18,7 @@ import (
 func newDaemonCommand(g *globalFlags) *cobra.Command {
 	cfg := daemon.Config{}
 	var maxWarm int
+	var poolIdle time.Duration
 	var writeAreaPerUID, writeArea string
 	cmd := &cobra.Command{
 		Use:   "daemon [--socket PATH] [--admin-group NAME] [--max-running N] [--queue-wait DUR] [--max-memory SIZE] [--max-sessions N] [--max-warm N] [--kubelet-root DIR]",
@@ -64,6 +65,8 @@ docs/daemon.md.`,
 				return usageError(fmt.Errorf("--queue-wait %s: want 0 or more", cfg.QueueWait))
 			case maxWarm < 0:
 				return usageError(fmt.Errorf("--max-warm %d: want 0 or more", maxWarm))
+			case poolIdle <= 0:
+				return usageError(fmt.Errorf("--pool-idle %s: want more than 0", poolIdle))
 			case cfg.MaxSessionsPerUID < 0:
 				return usageError(fmt.Errorf("--max-sessions-per-uid %d: want 0 (no cap) or more", cfg.MaxSessionsPerUID))
 			case cfg.MaxRunningPerUID < 0:
@@ -100,7 +103,7 @@ docs/daemon.md.`,
 			cfg.MaxKeptPatchBytes, cfg.KeptPatchRetention = g.cfg.MaxKeptPatchBytes, g.cfg.KeptPatchRetention
 			sc := g.config(log)
 			sc.Log = g.progress(log, defaultDaemonLevel) // a long-lived process says what it does
-			sc.Cold, sc.MaxWarm = maxWarm == 0, maxWarm
+			sc.Cold, sc.MaxWarm, sc.PoolIdle = maxWarm == 0, maxWarm, poolIdle
 			// Pod mode runs in a Pod: its session mounts must reach the
 			// node's mount namespace, where containerd and runc resolve
 			// them, through the state directory's Bidirectional hostPath.
@@ -124,7 +127,8 @@ docs/daemon.md.`,
 	f.IntVar(&cfg.MaxRunning, "max-running", max(4, 2*runtime.NumCPU()), "calls running a container at once, host-wide")
 	f.IntVar(&cfg.MaxRunningPerUID, "max-running-per-uid", 0, "calls one uid other than root runs at once (in Pod mode: one Pod), so that one caller's long calls never hold every slot; 0 for no cap (default: --max-running less a quarter of it, at least 1)")
 	f.DurationVar(&cfg.QueueWait, "queue-wait", 30*time.Second, "how long a call over --max-running waits for a slot before 429 busy")
-	f.IntVar(&maxWarm, "max-warm", sandbox.DefaultMaxWarm, "containers created ahead of calls, host-wide; each session keeps its profile's pool_depth (default 2) under it; 0 creates each on its call")
+	f.IntVar(&maxWarm, "max-warm", sandbox.DefaultMaxWarm, "containers created ahead of calls, host-wide; each session keeps its profile's pool_depth (default 2) under it, and a call that finds none ready doubles its session's depth up to pool_max_depth (default 8) and half of --max-warm, leaving a quarter of --max-warm to other sessions' pool_depth; 0 creates each on its call")
+	f.DurationVar(&poolIdle, "pool-idle", sandbox.DefaultPoolIdle, "how long after its last call a session's pool keeps the depth its bursts grew it to; then it shrinks back to pool_depth, destroying the extra containers")
 	f.IntVar(&cfg.MaxSessionsPerUID, "max-sessions-per-uid", daemon.DefaultMaxSessionsPerUID, "sessions one uid other than root may hold at once (in Pod mode: one Pod); 0 for no cap")
 	f.String("max-sessions", "", "sessions the daemon holds at once, every owner's together, root's included ($CORRAL_MAX_SESSIONS, config max_sessions; default 0: no cap)")
 	f.String("max-memory", "", "cap on the memory limits of the calls running at once, e.g. 8GiB: each call reserves its profile's resources.memory, and over the cap waits as over --max-running ($CORRAL_MAX_MEMORY, config max_memory; default 0: no cap)")

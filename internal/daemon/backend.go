@@ -172,6 +172,14 @@ func (b *sandboxBackend) warm(s *sandbox.Session) {
 	}
 }
 
+func (b *sandboxBackend) Warm() *api.WarmState {
+	if b.exec.Config().Cold {
+		return nil
+	}
+	w := b.exec.Warm()
+	return &api.WarmState{Ready: w.Ready, Wanted: w.Wanted, Filling: w.Filling, Held: w.Held, Cap: w.Cap, Hits: w.Hits, Misses: w.Misses}
+}
+
 func (b *sandboxBackend) Containerd(ctx context.Context) api.ContainerdState {
 	st := api.ContainerdState{Address: b.exec.Config().Address}
 	v, err := b.exec.Client().Version(ctx)

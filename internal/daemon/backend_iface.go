@@ -23,6 +23,9 @@ import (
 type Backend interface {
 	// Containerd probes containerd.
 	Containerd(ctx context.Context) api.ContainerdState
+	// Warm reports the containers created ahead of calls; nil when none
+	// are (a cold executor).
+	Warm() *api.WarmState
 	// Sessions lists the persistent sessions of the state directory, each
 	// with its idle TTL and latest use from its own record (without
 	// Owner, which the daemon adds).

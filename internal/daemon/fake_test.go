@@ -72,6 +72,8 @@ func (f *fakeBackend) get(id string) (*fakeSession, error) {
 	return s, nil
 }
 
+func (f *fakeBackend) Warm() *api.WarmState { return nil }
+
 func (f *fakeBackend) Containerd(context.Context) api.ContainerdState {
 	return api.ContainerdState{Address: "/fake.sock", OK: true, Version: "fake"}
 }

@@ -501,6 +501,7 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 	}
 	running, waiting, memory := s.lim.state()
 	h.Calls = api.CallsState{Running: running, Waiting: waiting, Cap: s.lim.maxCalls}
+	h.Warm = s.b.Warm()
 	if s.lim.maxMemory > 0 {
 		h.Calls.Memory, h.Calls.MemoryCap = memory, s.lim.maxMemory
 	}

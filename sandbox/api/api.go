@@ -56,6 +56,26 @@ type Health struct {
 	Sessions int `json:"sessions"`
 	// Calls is the host-wide cap on running calls and its use now.
 	Calls CallsState `json:"calls"`
+	// Warm is the containers created ahead of calls, every session's
+	// pool together; absent when the daemon creates each on its call.
+	Warm *WarmState `json:"warm,omitempty"`
+}
+
+// WarmState is the daemon's containers created ahead of calls: Ready
+// wait for a call; Wanted is the depth every open session's pool aims
+// at (its profile's pool_depth, more after bursts, back after idle time);
+// Filling pools are creating more; Held of Cap (--max-warm) are taken,
+// ready or in creation. A pool is full again when Filling is 0. Hits and
+// Misses count the calls since the daemon started that found a container
+// ready and that found none (and waited for their own).
+type WarmState struct {
+	Ready   int `json:"ready"`
+	Wanted  int `json:"wanted"`
+	Filling int `json:"filling"`
+	Held    int `json:"held"`
+	Cap     int `json:"cap"`
+	Hits    int `json:"hits"`
+	Misses  int `json:"misses"`
 }
 
 // ContainerdState is the daemon's containerd as last probed.
