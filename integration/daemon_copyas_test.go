@@ -25,6 +25,7 @@ import (
 	"github.com/corral-sandbox/corral/internal/testutil"
 	"github.com/corral-sandbox/corral/sandbox"
 	"github.com/corral-sandbox/corral/sandbox/api"
+	"github.com/corral-sandbox/corral/sandbox/client"
 	"github.com/stretchr/testify/require"
 )
 
@@ -275,4 +276,52 @@ func TestDaemonRequestEdges(t *testing.T) {
 	conn.Close()
 	d.stop(true)
 	requireDaemonLeftNothing(t, state)
+}
+
+// TestDaemonCreateFailsAfterSessionMade: a creation that panics or fails
+// inside the backend right after the sandbox made the session (testhook
+// point daemon.HookBackendCreateMade) leaves nothing, against the real
+// containerd: the client gets an error, the session is removed with its
+// mounts and containers, and its owner record goes; the next creation
+// works. Before, a panic there dropped the pending owner record and left
+// the session, owned by nobody (root's) until its idle TTL.
+func TestDaemonCreateFailsAfterSessionMade(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		hook func() error
+	}{
+		{"panic", func() error { panic("a fault after the session was made") }},
+		{"error", func() error { return errors.New("a failure after the session was made") }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			state, sock := daemonDirs(t)
+			_, stop := inProcessDaemonOn(t, state, sock)
+			repo := openRepo(t, map[string]string{"README.md": "r\n", "openwiki/a.md": "# a\n"})
+			c := client.New(sock)
+			defer c.Close()
+			ctx := context.Background()
+			testhook.SetPoint(daemon.HookBackendCreateMade, tc.hook)
+			t.Cleanup(func() { testhook.SetPoint(daemon.HookBackendCreateMade, nil) })
+			_, err := c.CreateSession(ctx, api.CreateSession{Repo: repo})
+			require.Error(t, err)
+			testhook.SetPoint(daemon.HookBackendCreateMade, nil)
+			made, err := filepath.Glob(filepath.Join(state, "sessions", "[0-9a-f]*"))
+			require.NoError(t, err)
+			require.Empty(t, made, "the session made is removed")
+			records, err := filepath.Glob(filepath.Join(state, "daemon", "sessions", "*"))
+			require.NoError(t, err)
+			require.Empty(t, records, "and its owner record")
+			list, err := c.Sessions(ctx)
+			require.NoError(t, err)
+			require.Empty(t, list)
+			requireDaemonLeftNothing(t, state)
+
+			s, err := c.CreateSession(ctx, api.CreateSession{Repo: repo})
+			require.NoError(t, err, "the next creation works")
+			_, err = c.DiscardSession(ctx, s.ID)
+			require.NoError(t, err)
+			stop()
+			requireDaemonLeftNothing(t, state)
+		})
+	}
 }

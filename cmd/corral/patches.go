@@ -10,20 +10,22 @@ import (
 	"github.com/spf13/cobra"
 )
 
-// newPatchesCommand is `corral patches`: the change sets a daemon in Pod
-// mode kept when Pods' sessions ended without discard (GET /v1/patches).
+// newPatchesCommand is `corral patches`: the change sets the daemon kept
+// when its owners' sessions ended without discard (GET /v1/patches).
 func newPatchesCommand(g *globalFlags) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "patches",
-		Short: "Pod mode: the change sets kept when Pods' sessions ended without discard",
-		Long: `A daemon in Pod mode (corral daemon --kubelet-root) keeps the change set
-of a Pod's session that ends without discard (its removal, its idle TTL,
-the Pod's deletion) as a patch on the node
-(STATE-DIR/patches/POD-UID/SESSION-ID.patch). 'patches ls' lists them,
+		Short: "The change sets the daemon kept when sessions ended without discard",
+		Long: `corral daemon keeps the change set of a session that ends without
+discard (its removal, its idle TTL, in Pod mode the Pod's deletion) as a
+patch with its owner's: STATE-DIR/patches/uid-N/SESSION-ID.patch for a uid
+other than root, STATE-DIR/patches/POD-UID/SESSION-ID.patch in Pod mode
+(root's stay STATE-DIR/patches/SESSION-ID.patch). 'patches ls' lists them,
 'patches show ID' prints one, 'patches rm ID' removes one (freeing the
-Pod's --max-kept-patch-bytes budget). The daemon's admins (root on the
-node, or a process in the daemon's own Pod) reach every one; a Pod its
-own. See docs/daemon.md, "Kept patches".`,
+owner's --max-kept-patch-bytes budget). The daemon's admins (root, the
+admin group; in Pod mode root on the node or a process in the daemon's
+own Pod) reach every one; an owner its own. See docs/daemon.md, "Kept
+patches".`,
 	}
 	cmd.AddCommand(newPatchesLsCommand(g), newPatchesShowCommand(g), newPatchesRmCommand(g))
 	return cmd
@@ -37,7 +39,7 @@ func patchesClient(cmd *cobra.Command, g *globalFlags) (*client.Client, error) {
 		return nil, err
 	}
 	if c == nil {
-		return nil, usageError(errors.New("corral patches asks corral's daemon (Pod mode), and none answers: pass --daemon SOCKET"))
+		return nil, usageError(errors.New("corral patches asks corral's daemon, and none answers: pass --daemon SOCKET"))
 	}
 	return c, nil
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/containerd/errdefs"
 	"github.com/corral-sandbox/corral/audit"
+	"github.com/corral-sandbox/corral/internal/testhook"
 	"github.com/corral-sandbox/corral/mounts/changeset"
 	"github.com/corral-sandbox/corral/profiles"
 	"github.com/corral-sandbox/corral/review"
@@ -275,12 +276,23 @@ func (b *sandboxBackend) Create(ctx context.Context, c CreateConfig) (_ api.Sess
 	if err != nil {
 		return api.Session{}, err
 	}
+	// An error or a panic from here on removes the session: its creator
+	// gets no session (the server undoes the creation too: undoCreate).
+	made := false
 	defer func() {
-		if retErr != nil {
+		if !made {
+			b.mu.Lock()
+			if b.open[s.ID] == s {
+				delete(b.open, s.ID)
+			}
+			b.mu.Unlock()
 			s.Close()
 			_ = b.exec.RemoveSession(context.WithoutCancel(ctx), s.ID)
 		}
 	}()
+	if err := testhook.Point(HookBackendCreateMade); err != nil {
+		return api.Session{}, err
+	}
 	// The session's read-only bind of the repository (mounts.Layout.Repo)
 	// must hold the directory the caller could read: a path swapped
 	// between the check and the mount is refused.
@@ -296,8 +308,15 @@ func (b *sandboxBackend) Create(ctx context.Context, c CreateConfig) (_ api.Sess
 	b.open[s.ID] = s
 	b.mu.Unlock()
 	b.warm(s)
-	return sessionOf(*s.Record(), time.Now().UTC().Truncate(time.Second), true, ""), nil
+	out := sessionOf(*s.Record(), time.Now().UTC().Truncate(time.Second), true, "")
+	made = true
+	return out, nil
 }
+
+// HookBackendCreateMade is the test point (package testhook) inside the
+// backend's Create right after the sandbox made the session: a test
+// makes it fail or panic there, as a fault in what follows would.
+const HookBackendCreateMade = "daemon: backend: create: session made"
 
 func (b *sandboxBackend) Remove(ctx context.Context, id string, discard bool) (api.Removed, error) {
 	out := api.Removed{Removed: id}
@@ -553,24 +572,25 @@ func (b *sandboxBackend) Diff(ctx context.Context, id string, contents bool) (*a
 	return &api.ChangeSet{Changes: changes(cs.Changes, contents), Violations: problems(cs.Violations), Stat: cs.Stat()}, nil
 }
 
-func (b *sandboxBackend) Patch(ctx context.Context, id string) ([]byte, error) {
+func (b *sandboxBackend) Patch(ctx context.Context, id string, w io.Writer) error {
 	s, err := b.session(ctx, id)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	cs, err := s.ChangesContext(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("collecting the change set: %w", err)
+		return fmt.Errorf("collecting the change set: %w", err)
 	}
 	if err := cs.Err(); err != nil {
-		return nil, err
+		return err
 	}
-	return changeset.Patch(cs)
+	_, err = changeset.WritePatch(w, cs)
+	return err
 }
 
 // KeptPatchSize renders the patch the session's end would keep (its
 // changes but the rejected ones, as sandbox.Executor.EndSession keeps
-// them) and returns its size.
+// them) into a counting writer and returns its size.
 func (b *sandboxBackend) KeptPatchSize(ctx context.Context, id string) (int64, error) {
 	s, err := b.session(ctx, id)
 	if err != nil {
@@ -589,11 +609,8 @@ func (b *sandboxBackend) KeptPatchSize(ctx context.Context, id string) (int64, e
 	if len(keep.Changes) == 0 {
 		return 0, nil
 	}
-	patch, err := changeset.Patch(keep)
-	if err != nil {
-		return 0, err
-	}
-	return int64(len(patch)), nil
+	// Counted as it is rendered, one file at a time: never held whole.
+	return changeset.WritePatch(io.Discard, keep)
 }
 
 // Apply is `corral session apply` without a terminal: a review (no

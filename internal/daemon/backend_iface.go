@@ -54,13 +54,16 @@ type Backend interface {
 	Write(ctx context.Context, id string, r api.Write, content []byte) (*api.WriteResult, error)
 	Edit(ctx context.Context, id string, r api.Edit) (*api.WriteResult, error)
 	// Diff collects the session's change set (each change with its
-	// bytes when contents); Patch renders it as a unified patch (a
-	// *changeset.RejectedError when it has violations).
+	// bytes when contents); Patch renders it as a unified patch into w,
+	// one file at a time, never holding the whole patch (a
+	// *changeset.RejectedError when it has violations, before anything
+	// is written to w).
 	Diff(ctx context.Context, id string, contents bool) (*api.ChangeSet, error)
-	Patch(ctx context.Context, id string) ([]byte, error)
+	Patch(ctx context.Context, id string, w io.Writer) error
 	// KeptPatchSize is the size in bytes of the patch Remove without
 	// discard would keep now: the change set without its rejected
-	// changes (0 when nothing would be kept).
+	// changes (0 when nothing would be kept), counted as it is rendered,
+	// never held whole.
 	KeptPatchSize(ctx context.Context, id string) (int64, error)
 	// Apply reviews the session's change set, and writes the approved
 	// changes unless r says dry run; with r.Diffs each item carries its

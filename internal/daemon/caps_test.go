@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -238,6 +239,48 @@ func TestCreationPanicGivesItsSlotBack(t *testing.T) {
 	res, err := c.Exec(ctx, s.ID, []string{"echo", "hi"}, nil, nil)
 	require.NoError(t, err)
 	require.Equal(t, "hi\n", string(res.Stdout))
+}
+
+// TestCreationFailingAfterTheSessionIsMadeUndoesIt: a creation that
+// panics or fails after the backend made the session — inside Create,
+// or in the server between Create and the commit — leaves nothing: the
+// client got an error, so the session is removed (nothing kept) and its
+// pending owner record goes. Before, a panic dropped the pending record
+// and left the session, root's until its idle TTL.
+func TestCreationFailingAfterTheSessionIsMadeUndoesIt(t *testing.T) {
+	var panicked atomic.Bool // the hook panics once
+	for _, tc := range []struct {
+		name, profile string
+		hook          func(string) error
+	}{
+		{name: "panic in Create", profile: "panic-after-made"},
+		{name: "error in Create", profile: "fail-after-made"},
+		{name: "panic after Create", hook: func(step string) error {
+			if step == createMade && !panicked.Swap(true) {
+				panic("the server panicked after the session was made")
+			}
+			return nil
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var opts Options
+			e := newEnv(t, func(o *Options) { o.MaxRunning, o.QueueWait, o.MaxSessions = 1, 200*time.Millisecond, 1; opts = *o })
+			e.srv.createHook = tc.hook
+			c, _ := e.client("1000:1000")
+			ctx := context.Background()
+			_, err := c.CreateSession(ctx, api.CreateSession{Repo: e.repo, Profile: tc.profile})
+			require.Error(t, err)
+			all, err := e.fake.Sessions(ctx)
+			require.NoError(t, err)
+			require.Empty(t, all, "the session made is removed")
+			records, err := filepath.Glob(filepath.Join(opts.StateDir, "daemon", "sessions", "*"))
+			require.NoError(t, err)
+			require.Empty(t, records, "and its owner record")
+			require.Zero(t, e.srv.lim.running(), "the slot is given back")
+			_, err = c.CreateSession(ctx, api.CreateSession{Repo: e.repo})
+			require.NoError(t, err, "the session cap's place is given back")
+		})
+	}
 }
 
 // TestConnectionCap: past max connections open at once a new connection

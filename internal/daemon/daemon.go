@@ -63,10 +63,11 @@ type Config struct {
 	// once: a uid but the admins', in Pod mode a Pod (Server.connOwner); 0
 	// for none.
 	MaxConnectionsPerUID int
-	// MaxKeptPatchBytes caps the bytes of one Pod's kept patches in Pod
-	// mode (Options.MaxKeptPatchBytes); 0 for none.
+	// MaxKeptPatchBytes caps the bytes of one owner's kept patches (a
+	// Pod's in Pod mode, else a uid's but root's:
+	// Options.MaxKeptPatchBytes); 0 for none.
 	MaxKeptPatchBytes int64
-	// KeptPatchRetention is how long a kept patch stays in Pod mode
+	// KeptPatchRetention is how long an owner's kept patch stays
 	// (Options.KeptPatchRetention); 0 for ever.
 	KeptPatchRetention time.Duration
 	// IdleTTL is a new session's default idle TTL.
@@ -206,8 +207,9 @@ func listen(cfg Config) (l net.Listener, created bool, err error) {
 
 // Run is `corral daemon`: it takes the state directory's lock, connects
 // the backend (newBackend), sweeps what a crash left (interrupted
-// applies, then containers, leases and mounts of dead owners), re-adopts
-// every persistent session, listens, and serves until ctx ends (SIGTERM).
+// applies, then containers, leases and mounts of dead owners), undoes the
+// creations a stopped daemon left unfinished (Server.ForgetMissing), then
+// re-adopts every persistent session left, listens, and serves until ctx ends (SIGTERM).
 // Then it stops accepting, lets the calls in flight finish for
 // cfg.Grace, cancels the rest (their containers are killed and reaped),
 // and closes every session without removing it: a restarted daemon
@@ -252,11 +254,14 @@ func Run(ctx context.Context, cfg Config, newBackend func(context.Context) (Back
 	if err != nil {
 		return err
 	}
-	if err := b.Adopt(ctx); err != nil {
-		fmt.Fprintf(cfg.Log, "corral daemon: adopting sessions: %v\n", err)
-	}
+	// Creations a stopped daemon left unfinished are undone before any
+	// session is adopted: an undone session is never re-opened, nor its
+	// containers created ahead.
 	if err := srv.ForgetMissing(ctx); err != nil {
 		return err
+	}
+	if err := b.Adopt(ctx); err != nil {
+		fmt.Fprintf(cfg.Log, "corral daemon: adopting sessions: %v\n", err)
 	}
 	// Pods deleted while the daemon was down.
 	srv.logEnded(srv.EndGonePods(ctx))

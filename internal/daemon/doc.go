@@ -29,6 +29,11 @@
 //     sessions end, their patches kept under STATE_DIR/patches/<pod uid>/
 //     and served to admins (GET /v1/patches). The caller's Pod and its
 //     volumes are package kubepod's.
+//   - keptpatch.go: the patches kept for their owners (a uid but root, in
+//     Pod mode a Pod) under STATE_DIR/patches/<owner>/, one owner notion
+//     in both modes: the --max-kept-patch-bytes budget, the
+//     --kept-patch-retention sweep, and each owner's own list, fetch and
+//     removal.
 //   - backend_iface.go: Backend, what the handlers need of sessions, in the
 //     API's types; backend.go implements it over packages sandbox and
 //     review and is the only file of the package that calls them.

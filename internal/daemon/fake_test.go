@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -26,7 +27,9 @@ import (
 
 // fakeBackend is an in-memory Backend: sessions hold files; exec knows a
 // few commands (echo, sh is refused, sleep waits for its context, flood
-// writes a lot); Create panics for the profile "panic".
+// writes a lot); Create panics for the profile "panic", and makes the
+// session then panics for "panic-after-made" (fails for
+// "fail-after-made").
 type fakeBackend struct {
 	mu       sync.Mutex
 	sessions map[string]*fakeSession
@@ -41,6 +44,9 @@ type fakeBackend struct {
 	patchDir string
 	// audited are the events the server wrote through Audit.
 	audited []audit.Event
+	// patchGate, when set, holds Patch after the first file's patch is
+	// written until it is closed.
+	patchGate chan struct{}
 }
 
 type fakeSession struct {
@@ -137,6 +143,12 @@ func (f *fakeBackend) Create(_ context.Context, c CreateConfig) (api.Session, er
 	s := &fakeSession{Session: api.Session{ID: id, Repo: c.Repo, Profile: "docs", ProfileName: "docs", Scope: "openwiki/",
 		Created: now, LastUsed: now, IdleTTLNS: int64(ttl), Mounted: true, Version: "test"}, files: map[string]string{}, memory: memory}
 	f.sessions[id] = s
+	switch c.Profile {
+	case "panic-after-made":
+		panic("the backend panicked after making the session")
+	case "fail-after-made":
+		return api.Session{}, fmt.Errorf("profile %q: %w: failed after making the session", c.Profile, errdefs.ErrUnavailable)
+	}
 	return s.Session, nil
 }
 
@@ -198,6 +210,9 @@ func (f *fakeBackend) KeptPatchSize(_ context.Context, id string) (int64, error)
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if _, ok := s.files["openwiki/unsizable.md"]; ok {
+		return 0, fmt.Errorf("session %s: %w: its repository was replaced", id, errdefs.ErrFailedPrecondition)
+	}
 	return int64(len(keptPatch(s))), nil
 }
 
@@ -367,21 +382,35 @@ func (f *fakeBackend) Diff(_ context.Context, id string, _ bool) (*api.ChangeSet
 	return &api.ChangeSet{Changes: cs, Violations: []api.Problem{}, Stat: fmt.Sprintf("%d file(s) changed\n", len(cs))}, nil
 }
 
-func (f *fakeBackend) Patch(_ context.Context, id string) ([]byte, error) {
+func (f *fakeBackend) Patch(_ context.Context, id string, w io.Writer) error {
 	s, err := f.get(id)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	f.mu.Lock()
-	defer f.mu.Unlock()
 	if _, bad := s.files["openwiki/.openwikiignore"]; bad {
-		return nil, &changeset.RejectedError{Violations: []changeset.Problem{{Path: "openwiki/.openwikiignore", Reason: "ignore files are never written"}}}
+		f.mu.Unlock()
+		return &changeset.RejectedError{Violations: []changeset.Problem{{Path: "openwiki/.openwikiignore", Reason: "ignore files are never written"}}}
 	}
-	var b strings.Builder
-	for p, c := range s.files {
-		fmt.Fprintf(&b, "diff --git a/%s b/%s\nnew file mode 100644\n--- /dev/null\n+++ b/%s\n@@ -0,0 +1 @@\n+%s\n", p, p, p, strings.TrimSuffix(c, "\n"))
+	files := maps.Clone(s.files)
+	gate := f.patchGate
+	f.mu.Unlock()
+	for i, p := range slices.Sorted(maps.Keys(files)) {
+		if _, err := fmt.Fprintf(w, "diff --git a/%s b/%s\nnew file mode 100644\n--- /dev/null\n+++ b/%s\n@@ -0,0 +1 @@\n+%s\n", p, p, p, strings.TrimSuffix(files[p], "\n")); err != nil {
+			return err
+		}
+		if i == 0 && gate != nil {
+			<-gate // the test reads the first file's patch first
+		}
 	}
-	return []byte(b.String()), nil
+	return nil
+}
+
+// fakePatch is f's Patch of session id, whole.
+func fakePatch(ctx context.Context, f *fakeBackend, id string) ([]byte, error) {
+	var b bytes.Buffer
+	err := f.Patch(ctx, id, &b)
+	return b.Bytes(), err
 }
 
 // fakeToken approves every change of the fake.

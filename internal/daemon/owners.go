@@ -206,6 +206,17 @@ func (o *owners) committed() []string {
 	return ids
 }
 
+// all returns a copy of every record, by session id.
+func (o *owners) all() map[string]ownerRecord {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	out := make(map[string]ownerRecord, len(o.records))
+	for id, r := range o.records {
+		out[id] = *r
+	}
+	return out
+}
+
 // ofPod returns the ids of the sessions Pod uid owns.
 func (o *owners) ofPod(uid string) []string {
 	o.mu.Lock()

@@ -157,7 +157,7 @@ func TestPodModeOwnPod(t *testing.T) {
 // TestPodModeEndKilledAtEveryStep: a daemon killed at any step of ending
 // a deleted Pod's session — inside the backend's removal (the session
 // ended, its patch kept, nothing recorded yet), or after each step of
-// endPodSession — leaves what the next daemon needs: after its start
+// endKeptSession — leaves what the next daemon needs: after its start
 // (ForgetMissing, EndGonePods) the patch is listed once, whole, beside
 // its record, and the session's owner record is gone. Before, a kill
 // after the backend's removal lost the patch from the listing (the
@@ -193,7 +193,7 @@ func TestPodModeEndKilledAtEveryStep(t *testing.T) {
 				require.ErrorIs(t, err, killed)
 			}
 			if step == "recorded" || step == "ended" || step == "moved" {
-				pps, err := e.srv.podPatches()
+				pps, err := e.srv.keptPatches()
 				require.NoError(t, err)
 				require.Empty(t, pps, "a session being ended has no kept patch listed yet")
 			}
@@ -204,7 +204,7 @@ func TestPodModeEndKilledAtEveryStep(t *testing.T) {
 			require.NoError(t, srv.ForgetMissing(ctx))
 			_, err = srv.EndGonePods(ctx)
 			require.NoError(t, err)
-			pps, err := srv.podPatches()
+			pps, err := srv.keptPatches()
 			require.NoError(t, err)
 			require.Len(t, pps, 1)
 			require.Equal(t, s.ID, pps[0].ID)

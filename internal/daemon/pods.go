@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/bluekeyes/go-gitdiff/gitdiff"
@@ -28,16 +29,19 @@ import (
 // STATE_DIR/patches/<pod uid>/<session id>.patch with a JSON record
 // beside it — and the patches are served to admins (GET /v1/patches).
 
-// podPatchesDir is where the patches of deleted Pods' sessions are kept.
-func (s *Server) podPatchesDir() string { return filepath.Join(s.opt.StateDir, "patches") }
+// patchesDir is STATE_DIR/patches: the executor's kept patches
+// (<id>.patch, root's), and a directory per owner of kept patches
+// (keptKey).
+func (s *Server) patchesDir() string { return filepath.Join(s.opt.StateDir, "patches") }
 
 // EndGonePods ends the sessions of every owner Pod whose directory under
 // the kubelet root is gone (at start, for sessions re-adopted after the
 // daemon was down, and on the prune timer, in case an event was missed).
-// Outside Pod mode it does nothing.
+// Then, in either mode, it finishes the ends of sessions a stopped
+// daemon left pending (finishPendingEnds).
 func (s *Server) EndGonePods(ctx context.Context) ([]api.PodPatch, error) {
 	if !s.podMode() {
-		return nil, nil
+		return s.finishPendingEnds(ctx)
 	}
 	var out []api.PodPatch
 	var errs []error
@@ -53,18 +57,24 @@ func (s *Server) EndGonePods(ctx context.Context) ([]api.PodPatch, error) {
 	return append(out, kept...), errors.Join(append(errs, err)...)
 }
 
-// pendingEnds returns the sessions of live Pods whose end (the Pod's
-// DELETE, an idle expiry: endOwnSession) a stopped daemon left pending:
-// their record says pendingEnd. Their owner records stay (ForgetMissing)
-// until finishPendingEnds completes them, so that no kept patch is left
-// counted against its Pod's budget but neither listed nor removable.
+// pendingEnds returns the sessions, with their owners' kept patches
+// directories, whose end (the owner's DELETE, an idle expiry:
+// endOwnSession) a stopped daemon left pending: their record says
+// pendingEnd. Their owner records stay (ForgetMissing) until
+// finishPendingEnds completes them, so that no kept patch is left
+// counted against its owner's budget but neither listed nor removable.
 func (s *Server) pendingEnds() map[string]string {
 	out := map[string]string{}
-	for _, uid := range s.owners.pods() {
-		for _, id := range s.owners.ofPod(uid) {
-			if pp, err := readPodPatch(filepath.Join(s.podPatchesDir(), uid, id+".json")); err == nil && pp.Error == pendingEnd {
-				out[id] = uid
-			}
+	for id, rec := range s.owners.all() {
+		if !s.keepsOwn(rec) {
+			continue
+		}
+		dir, err := s.keptDir(rec.owner())
+		if err != nil {
+			continue
+		}
+		if pp, err := readPodPatch(filepath.Join(dir, id+".json")); err == nil && pp.Error == pendingEnd {
+			out[id] = dir
 		}
 	}
 	return out
@@ -72,7 +82,7 @@ func (s *Server) pendingEnds() map[string]string {
 
 // finishPendingEnds completes the pending ends (pendingEnds) whose
 // session is gone: the patch a stopped daemon left is moved beside its
-// record and the record completed, as endPodSession resumes a deleted
+// record and the record completed, as endKeptSession resumes a deleted
 // Pod's. A session still there is left to its next end.
 func (s *Server) finishPendingEnds(ctx context.Context) ([]api.PodPatch, error) {
 	pending := s.pendingEnds()
@@ -90,10 +100,10 @@ func (s *Server) finishPendingEnds(ctx context.Context) ([]api.PodPatch, error) 
 	defer s.patchesMu.Unlock()
 	var out []api.PodPatch
 	var errs []error
-	for id, uid := range pending {
-		pp, _, err := s.endPodSession(ctx, uid, filepath.Join(s.podPatchesDir(), uid), id, "its end was interrupted by the daemon's stop and finished by the next daemon")
+	for id, dir := range pending {
+		pp, _, err := s.endKeptSession(ctx, dir, id, "its end was interrupted by the daemon's stop and finished by the next daemon")
 		if err != nil {
-			errs = append(errs, fmt.Errorf("pod %s: session %s: %w", uid, id, err))
+			errs = append(errs, fmt.Errorf("session %s: %w", id, err))
 		}
 		if pp != nil {
 			out = append(out, *pp)
@@ -122,7 +132,7 @@ func (s *Server) gonePodsSessions() []string {
 // the change set collected from the session's own write area and base
 // copy, never from the repository, which the kubelet may already have
 // removed), and its patch moved to STATE_DIR/patches/<uid>/<id>.patch
-// with <id>.json (an api.PodPatch) beside it (endPodSession).
+// with <id>.json (an api.PodPatch) beside it (endKeptSession).
 func (s *Server) EndPod(ctx context.Context, uid string) ([]api.PodPatch, error) {
 	s.patchesMu.Lock()
 	defer s.patchesMu.Unlock()
@@ -130,14 +140,17 @@ func (s *Server) EndPod(ctx context.Context, uid string) ([]api.PodPatch, error)
 	if len(ids) == 0 {
 		return nil, nil
 	}
-	dir := filepath.Join(s.podPatchesDir(), uid)
+	dir, err := s.keptDir("pod:" + uid)
+	if err != nil {
+		return nil, err
+	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("pod %s: %w", uid, err)
 	}
 	var out []api.PodPatch
 	var errs []error
 	for _, id := range ids {
-		pp, _, err := s.endPodSession(ctx, uid, dir, id, "its owner Pod was deleted")
+		pp, _, err := s.endKeptSession(ctx, dir, id, "its owner Pod was deleted")
 		if err != nil {
 			errs = append(errs, fmt.Errorf("pod %s: session %s: %w", uid, id, err))
 		}
@@ -152,13 +165,15 @@ func (s *Server) EndPod(ctx context.Context, uid string) ([]api.PodPatch, error)
 // session is ended: what a daemon killed meanwhile leaves listed.
 const pendingEnd = "ending: the daemon stopped before this session's end was recorded; the next daemon (at its start or prune tick) ends it"
 
-// endPodSession ends Pod uid's session id and keeps its patch in dir, in
+// endKeptSession ends session id and keeps its patch in dir, its owner's
+// kept patches directory (keptDir), in
 // an order that a daemon killed at any step resumes from, so that a kept
 // patch is never left without its record nor a session without its end:
 // the record first (pendingEnd), then the session ended, its patch moved
 // beside the record, the record completed, and the session's owner
 // record dropped last — a restarted daemon still finds the session
-// owned by the gone Pod (ForgetMissing keeps it) and ends what is left:
+// owned (ForgetMissing keeps it: a gone Pod's, a pending end) and ends
+// what is left:
 // a session already ended has its patch, if it kept one, where the
 // executor keeps patches (STATE_DIR/patches/<id>.patch) or already
 // beside the record. The hook endStep (tests) stops it after a step as a
@@ -166,7 +181,7 @@ const pendingEnd = "ending: the daemon stopped before this session's end was rec
 // (audit.SessionEnded); the Pod's own DELETE audits nothing more. It
 // returns the record, or nil when there is nothing to keep, and the
 // session's end as DELETE answers it (its Patch the kept record's).
-func (s *Server) endPodSession(ctx context.Context, uid, dir, id, reason string) (*api.PodPatch, api.Removed, error) {
+func (s *Server) endKeptSession(ctx context.Context, dir, id, reason string) (*api.PodPatch, api.Removed, error) {
 	rec := s.owners.get(id)
 	jsonPath, dst := filepath.Join(dir, id+".json"), filepath.Join(dir, id+".patch")
 	if prev, err := readPodPatch(jsonPath); err == nil && prev.Error != pendingEnd {
@@ -174,7 +189,7 @@ func (s *Server) endPodSession(ctx context.Context, uid, dir, id, reason string)
 		// owner record.
 		return nil, api.Removed{Removed: id}, s.owners.remove(id)
 	}
-	pp := api.PodPatch{ID: id, PodUID: uid, Volume: rec.Volume, Ended: s.now().UTC(), Files: []string{}}
+	pp := api.PodPatch{ID: id, PodUID: rec.Pod, OwnedBy: rec.owner(), Volume: rec.Volume, Ended: s.now().UTC(), Files: []string{}}
 	pending := pp
 	pending.Error = pendingEnd
 	if err := writeJSONFile(jsonPath, pending); err != nil {
@@ -190,7 +205,7 @@ func (s *Server) endPodSession(ctx context.Context, uid, dir, id, reason string)
 		// Ended already, by a daemon that stopped before it had
 		// recorded the end (or by the Pod's own DELETE).
 		rm = api.Removed{Removed: id}
-		for _, p := range []string{dst, filepath.Join(s.podPatchesDir(), id+".patch")} {
+		for _, p := range []string{dst, filepath.Join(s.patchesDir(), id+".patch")} {
 			if _, err := os.Lstat(p); err == nil {
 				rm.Patch = p
 				break
@@ -235,7 +250,7 @@ func (s *Server) endPodSession(ctx context.Context, uid, dir, id, reason string)
 	}
 	var errs []error
 	if reason != "" {
-		ev := &audit.SessionEnded{Reason: reason, Pod: uid, Patch: pp.Path, Files: pp.Files, Error: pp.Error}
+		ev := &audit.SessionEnded{Reason: reason, Pod: rec.Pod, Patch: pp.Path, Files: pp.Files, Error: pp.Error}
 		if err := s.b.Audit(ctx, id, ev); err != nil {
 			errs = append(errs, fmt.Errorf("auditing its end: %w", err))
 		}
@@ -250,12 +265,12 @@ func (s *Server) endPodSession(ctx context.Context, uid, dir, id, reason string)
 		errs = append(errs, err)
 	}
 	if reason != "" {
-		fmt.Fprintf(s.opt.Log, "corral daemon: pod %s: session %s ended: %s (patch: %s)\n", uid, id, reason, orNone(pp.Path))
+		fmt.Fprintf(s.opt.Log, "corral daemon: %s: session %s ended: %s (patch: %s)\n", rec.owner(), id, reason, orNone(pp.Path))
 	}
 	return &pp, rm, errors.Join(errs...)
 }
 
-// endStep runs the test hook endPodHook after a step of endPodSession.
+// endStep runs the test hook endPodHook after a step of endKeptSession.
 func (s *Server) endStep(step string) error {
 	if s.endPodHook == nil {
 		return nil
@@ -312,22 +327,40 @@ func writeJSONFile(p string, v any) error {
 	return os.Rename(tmp, p)
 }
 
-// podPatches reads every kept patch record, oldest first; a record whose
-// session is still being ended (pendingEnd) is not one yet.
-func (s *Server) podPatches() ([]api.PodPatch, error) {
+// keptPatches reads every kept patch record, oldest first: each
+// owner's (its OwnedBy the directory's owner, whatever the record says),
+// then root's — the executor's STATE_DIR/patches/<id>.patch, kept by a
+// session of root's or before owners had directories: no record, no
+// owner (OwnedBy ""), listed to the admins alone, Ended its file's
+// time. A record whose session is still being ended (pendingEnd) is not
+// one yet, nor is a patch of root's whose id an owner's record names (an
+// end between its two steps).
+func (s *Server) keptPatches() ([]api.PodPatch, error) {
 	out := []api.PodPatch{}
-	pods, err := os.ReadDir(s.podPatchesDir())
+	entries, err := os.ReadDir(s.patchesDir())
 	if errors.Is(err, fs.ErrNotExist) {
 		return out, nil
 	}
 	if err != nil {
 		return nil, err
 	}
-	for _, pod := range pods {
-		if !pod.IsDir() {
+	owned := map[string]bool{}
+	var roots []api.PodPatch
+	for _, owner := range entries {
+		if !owner.IsDir() {
+			id, ok := cutSuffix(owner.Name(), ".patch")
+			if !ok || !idPattern.MatchString(id) || !owner.Type().IsRegular() {
+				continue
+			}
+			info, err := owner.Info()
+			if err != nil {
+				continue // removed meanwhile
+			}
+			p := filepath.Join(s.patchesDir(), owner.Name())
+			roots = append(roots, api.PodPatch{ID: id, Ended: info.ModTime().UTC(), Files: []string{}, Path: p})
 			continue
 		}
-		entries, err := os.ReadDir(filepath.Join(s.podPatchesDir(), pod.Name()))
+		entries, err := os.ReadDir(filepath.Join(s.patchesDir(), owner.Name()))
 		if err != nil {
 			return nil, err
 		}
@@ -336,30 +369,34 @@ func (s *Server) podPatches() ([]api.PodPatch, error) {
 			if !ok || !idPattern.MatchString(id) {
 				continue
 			}
-			data, err := os.ReadFile(filepath.Join(s.podPatchesDir(), pod.Name(), e.Name()))
+			owned[id] = true
+			data, err := os.ReadFile(filepath.Join(s.patchesDir(), owner.Name(), e.Name()))
 			if err != nil {
 				return nil, err
 			}
 			var pp api.PodPatch
 			if err := json.Unmarshal(data, &pp); err != nil {
-				pp = api.PodPatch{ID: id, PodUID: pod.Name(), Files: []string{}, Error: "unreadable record: " + err.Error()}
+				pp = api.PodPatch{ID: id, Files: []string{}, Error: "unreadable record: " + err.Error()}
+				if !strings.HasPrefix(owner.Name(), "uid-") {
+					pp.PodUID = owner.Name()
+				}
 			}
 			if pp.Error == pendingEnd {
 				// Its session is being ended (or will be, by the
 				// next daemon): not kept yet.
 				continue
 			}
+			pp.OwnedBy = ownerOfKey(owner.Name())
+			out = append(out, pp)
+		}
+	}
+	for _, pp := range roots {
+		if !owned[pp.ID] {
 			out = append(out, pp)
 		}
 	}
 	slices.SortFunc(out, func(a, b api.PodPatch) int { return a.Ended.Compare(b.Ended) })
 	return out, nil
-}
-
-// errAdminsOnly refuses a caller that is neither an admin nor, in Pod
-// mode, a Pod.
-func errAdminsOnly(what string) error {
-	return fmt.Errorf("%s: %w: only the daemon's admins (root on the node, or its own Pod) and, in Pod mode, each Pod for its own may read them", what, errdefs.ErrPermissionDenied)
 }
 
 func (s *Server) listPatches(w http.ResponseWriter, r *http.Request) {

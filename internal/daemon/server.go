@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -87,16 +88,15 @@ type Options struct {
 	// creation over either is refused (*ErrWriteAreas) before anything
 	// is made. See writearea.go for why --max-memory does not cover them.
 	MaxWriteAreaPerUID, MaxWriteArea int64
-	// MaxKeptPatchBytes caps, in Pod mode, the bytes of the patches kept
-	// for one Pod (the node's admins not capped): a DELETE without
-	// discard that would pass it is refused, and a Pod a session end left
-	// over it may create no session until it removes kept patches
-	// (docs/daemon.md, "Kept patches"); 0 for no cap. Outside Pod mode
-	// it does not apply yet.
+	// MaxKeptPatchBytes caps the bytes of the patches kept for one owner
+	// (keepsOwn: in Pod mode a Pod, outside it a uid but root; the
+	// admins' sessions keep theirs uncapped): a DELETE without discard
+	// that would pass it is refused, and an owner a session end left over
+	// it may create no session until it removes kept patches
+	// (docs/daemon.md, "Kept patches"); 0 for no cap.
 	MaxKeptPatchBytes int64
-	// KeptPatchRetention is how long, in Pod mode, a kept patch stays
-	// after its session ended before the prune timer removes it; 0 for
-	// ever.
+	// KeptPatchRetention is how long an owner's kept patch stays after
+	// its session ended before the prune timer removes it; 0 for ever.
 	KeptPatchRetention time.Duration
 	// StateDir holds the daemon's owner records (STATE_DIR/daemon).
 	StateDir string
@@ -619,13 +619,16 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	// The pending record goes on every way out but a commit and a
-	// test's kill: a failure, a panic (the session cap's place is given
-	// back with the slot).
+	// Every way out but a commit and a test's kill undoes the creation:
+	// a failure or a panic, before the backend made the session or after
+	// (inside Create, or between Create and the commit). The client got
+	// an error, so nothing may stay: the session is removed, nothing
+	// kept, then its pending record (undoCreate). The session cap's place
+	// is given back with the slot.
 	keep := false
 	defer func() {
 		if !keep {
-			_ = s.owners.remove(cfg.ID)
+			s.undoCreate(context.WithoutCancel(r.Context()), cfg.ID)
 		}
 	}()
 	if err := rsv.record(cfg.ID, ownerRecord{UID: p.UID, GID: p.GID, Pod: p.Pod, Volume: req.Volume, Pending: true}); err != nil {
@@ -640,7 +643,7 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 	sess, err := s.b.Create(r.Context(), cfg)
 	release()
 	if err != nil {
-		s.fail(w, r, errors.Join(err, s.owners.remove(cfg.ID)))
+		s.fail(w, r, err) // undone on the way out
 		return
 	}
 	if err := s.createStep(createMade); err != nil {
@@ -649,9 +652,9 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err := s.owners.commit(cfg.ID); err != nil {
-		// Without its owner record the session would be root's: remove it.
-		_, rerr := s.b.Remove(context.WithoutCancel(r.Context()), sess.ID, true)
-		s.fail(w, r, errors.Join(err, rerr, s.owners.remove(cfg.ID)))
+		// Without its owner record the session would be root's: undone
+		// on the way out.
+		s.fail(w, r, err)
 		return
 	}
 	keep = true
@@ -691,6 +694,26 @@ func (s *Server) createStep(step string) error {
 // point after that step of a creation; an error there stops the
 // creation as a kill would (nothing undone).
 const HookCreateStep = "daemon: create: after "
+
+// undoCreate undoes the creation of session id that failed or panicked
+// in this daemon: the session, if the backend made it, is removed with
+// nothing kept, then its pending owner record. A session that could not
+// be removed keeps its pending record — its creator's, as the record
+// says — for the next start to undo (undoPendingCreates): never a
+// session that belongs to nobody.
+func (s *Server) undoCreate(ctx context.Context, id string) {
+	_, err := s.b.Remove(ctx, id, true)
+	if err != nil && !errdefs.IsNotFound(err) {
+		fmt.Fprintf(s.opt.Log, "corral daemon: session %s: undoing its failed creation: %v (its pending owner record stays; the next start removes it)\n", id, err)
+		return
+	}
+	if err == nil {
+		fmt.Fprintf(s.opt.Log, "corral daemon: session %s: its creation failed; removed\n", id)
+	}
+	if err := s.owners.remove(id); err != nil {
+		fmt.Fprintf(s.opt.Log, "corral daemon: session %s: removing the owner record of its failed creation: %v\n", id, err)
+	}
+}
 
 // undoPendingCreates undoes the creations a stopped daemon left
 // unfinished (an owner record still pending): the session, if it was
@@ -813,10 +836,10 @@ func (s *Server) reserveSession(p Peer) (*reservation, error) {
 			return nil, &ErrTooManySessions{Of: c.of, Max: c.max, Flag: c.flag}
 		}
 	}
-	if rsv.owner != "" && p.Pod != "" {
-		// A Pod an idle expiry or a race left over its kept-patch
+	if rsv.owner != "" {
+		// An owner an idle expiry or a race left over its kept-patch
 		// budget makes nothing more to keep until it is under.
-		if err := s.overBudget(p.Pod); err != nil {
+		if err := s.overBudget(owner); err != nil {
 			return nil, err
 		}
 	}
@@ -939,10 +962,11 @@ func (s *Server) remove(w http.ResponseWriter, r *http.Request) {
 }
 
 // removeSession removes session id, keeping its change set unless
-// discard; a Pod's kept patch goes with its Pod's (endOwnSession), why
-// saying who ended it (endByDelete, endByPrune, endByIdle).
+// discard; the kept patch of an owner's session goes with its owner's
+// (keepsOwn, endOwnSession), why saying who ended it (endByDelete,
+// endByPrune, endByIdle).
 func (s *Server) removeSession(ctx context.Context, id string, discard bool, why string) (api.Removed, error) {
-	if rec := s.owners.get(id); !discard && s.podMode() && rec.Pod != "" {
+	if rec := s.owners.get(id); !discard && s.keepsOwn(rec) {
 		return s.endOwnSession(ctx, rec, id, why)
 	}
 	rm, err := s.b.Remove(ctx, id, discard)
@@ -1051,7 +1075,7 @@ func (s *Server) forgetRemoved(ctx context.Context) error {
 	}
 	// A deleted Pod's session that is gone was being ended by a daemon
 	// that stopped: its record stays for EndGonePods, which keeps what
-	// the session left (endPodSession).
+	// the session left (endKeptSession).
 	for _, id := range s.gonePodsSessions() {
 		ids[id] = true
 	}
@@ -1060,7 +1084,40 @@ func (s *Server) forgetRemoved(ctx context.Context) error {
 	for id := range s.pendingEnds() {
 		ids[id] = true
 	}
+	// A gone session of an owner's whose patch the sandbox's own sweep
+	// kept (STATE_DIR/patches/ID.patch: it expired while no daemon held
+	// it) is its owner's, as its record says: moved to the owner's kept
+	// patches, and the record dropped with it (adoptSweptPatch).
+	var errs []error
+	for id, rec := range s.owners.all() {
+		if judged[id] && !ids[id] && s.keepsOwn(rec) {
+			errs = append(errs, s.adoptSweptPatch(ctx, rec, id))
+		}
+	}
 	s.owners.keepOnly(func(id string) bool { return ids[id] || !judged[id] })
+	return errors.Join(errs...)
+}
+
+// adoptSweptPatch moves the patch the sandbox's sweep kept of gone
+// session id (STATE_DIR/patches/ID.patch), if any, to the kept patches
+// of its owner rec, with its record (endKeptSession, which finds the
+// session ended and the patch where the executor keeps patches).
+func (s *Server) adoptSweptPatch(ctx context.Context, rec ownerRecord, id string) error {
+	if _, err := os.Lstat(filepath.Join(s.patchesDir(), id+".patch")); err != nil {
+		return nil
+	}
+	dir, err := s.keptDir(rec.owner())
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	s.patchesMu.Lock()
+	defer s.patchesMu.Unlock()
+	if _, _, err := s.endKeptSession(ctx, dir, id, "idle past its TTL (removed by the sandbox's sweep)"); err != nil {
+		return fmt.Errorf("session %s: keeping its swept patch with %s's: %w", id, rec.owner(), err)
+	}
 	return nil
 }
 
@@ -1254,15 +1311,58 @@ func (s *Server) diff(w http.ResponseWriter, r *http.Request) {
 		}
 		writeText(w, api.MediaText, []byte(cs.Stat))
 	case "patch":
-		patch, err := s.b.Patch(r.Context(), id)
-		if err != nil {
-			s.fail(w, r, notFound(id, err))
-			return
-		}
-		writeText(w, api.MediaPatch, patch)
+		s.patch(w, r, id)
 	default:
 		s.fail(w, r, fmt.Errorf("format %q: %w: want json, patch or stat", format, errdefs.ErrInvalidArgument))
 	}
+}
+
+// patch answers GET .../diff?format=patch: the session's patch streamed
+// to the client one file's patch at a time (Backend.Patch), never held
+// whole. Rendering holds the change set in memory (up to the session's
+// write area), so it takes a slot of the call cap as the file tools do,
+// held until the answer is written (within answerWrite): at most
+// --max-running are held at once, whatever the number of clients. It
+// reserves no memory: it runs no container.
+func (s *Server) patch(w http.ResponseWriter, r *http.Request, id string) {
+	release, ok := s.slot(w, r, "")
+	if !ok {
+		return
+	}
+	defer release()
+	tw := &textWriter{w: w, ct: api.MediaPatch}
+	err := s.b.Patch(r.Context(), id, tw)
+	switch {
+	case err != nil && !tw.started:
+		s.fail(w, r, notFound(id, err))
+	case err != nil:
+		// Part of the patch is out: the answer must not look whole.
+		fmt.Fprintf(s.opt.Log, "corral daemon: %s %s: the patch broke off: %v\n", r.Method, r.URL.Path, err)
+		panic(http.ErrAbortHandler)
+	case !tw.started:
+		writeText(w, api.MediaPatch, nil) // an empty change set
+	}
+}
+
+// textWriter answers a streamed text body of content type ct: the status
+// and headers go with its first write, so that an error before any byte
+// is still answered in the API's error form; the whole answer is bounded
+// by answerWrite from there.
+type textWriter struct {
+	w       http.ResponseWriter
+	ct      string
+	started bool
+}
+
+func (t *textWriter) Write(p []byte) (int, error) {
+	if !t.started {
+		t.started = true
+		_ = http.NewResponseController(t.w).SetWriteDeadline(time.Now().Add(answerWrite))
+		t.w.Header().Set("Content-Type", t.ct)
+		t.w.Header().Set("X-Content-Type-Options", "nosniff")
+		t.w.WriteHeader(http.StatusOK)
+	}
+	return t.w.Write(p)
 }
 
 // profile is GET /v1/sessions/{id}/profile: the profile the session

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/sha1" //nolint:gosec // git blob ids are sha1 by definition
 	"fmt"
+	"io"
 	"slices"
 	"strings"
 
@@ -52,28 +53,52 @@ const nullBlob = "0000000000000000000000000000000000000000"
 // content, special mode bits, an unknown kind or a duplicate path is refused
 // with errdefs.ErrInvalidArgument. An empty set gives an empty patch.
 func Patch(cs *Set) ([]byte, error) {
+	var out bytes.Buffer
+	if _, err := WritePatch(&out, cs); err != nil {
+		return nil, err
+	}
+	return out.Bytes(), nil
+}
+
+// WritePatch writes the patch Patch renders of cs to w, one file's patch
+// at a time, and returns the bytes written: the whole patch is never held
+// in memory, so a caller sizes it with a counting writer (io.Discard
+// wrapped) or streams it to a client. Every change is checked before the
+// first byte is written, so a refusal (the errors Patch returns) writes
+// nothing; an error after that is w's.
+func WritePatch(w io.Writer, cs *Set) (int64, error) {
 	if cs == nil {
-		return nil, fmt.Errorf("rendering patch: nil change set: %w", errdefs.ErrInvalidArgument)
+		return 0, fmt.Errorf("rendering patch: nil change set: %w", errdefs.ErrInvalidArgument)
 	}
 	if err := cs.Err(); err != nil {
-		return nil, fmt.Errorf("rendering patch: %w", err)
+		return 0, fmt.Errorf("rendering patch: %w", err)
 	}
 	changes := slices.Clone(cs.Changes)
 	slices.SortFunc(changes, func(a, b Change) int { return strings.Compare(a.Path, b.Path) })
-	var out bytes.Buffer
 	for i := range changes {
 		ch := &changes[i]
 		if i > 0 && changes[i-1].Path == ch.Path {
-			return nil, fmt.Errorf("rendering patch: %s: duplicate path: %w", Printable(ch.Path), errdefs.ErrInvalidArgument)
+			return 0, fmt.Errorf("rendering patch: %s: duplicate path: %w", Printable(ch.Path), errdefs.ErrInvalidArgument)
 		}
 		if err := checkChange(ch); err != nil {
-			return nil, fmt.Errorf("rendering patch: %s: %w", Printable(ch.Path), err)
-		}
-		if err := writeFilePatch(&out, ch); err != nil {
-			return nil, fmt.Errorf("rendering patch: %s: %w", Printable(ch.Path), err)
+			return 0, fmt.Errorf("rendering patch: %s: %w", Printable(ch.Path), err)
 		}
 	}
-	return out.Bytes(), nil
+	var n int64
+	var file bytes.Buffer
+	for i := range changes {
+		ch := &changes[i]
+		file.Reset()
+		if err := writeFilePatch(&file, ch); err != nil {
+			return n, fmt.Errorf("rendering patch: %s: %w", Printable(ch.Path), err)
+		}
+		m, err := w.Write(file.Bytes())
+		n += int64(m)
+		if err != nil {
+			return n, fmt.Errorf("writing patch: %w", err)
+		}
+	}
+	return n, nil
 }
 
 // checkChange verifies that ch is consistent and renderable.

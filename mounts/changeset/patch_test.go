@@ -3,6 +3,7 @@ package changeset
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -327,4 +328,36 @@ modify openwiki/m.md (+3 -2)
 3 files changed, 4 insertions(+), 4 deletions(-)
 rejected "openwiki/a\nb": name contains control character U+000A
 `, cs.Stat())
+}
+
+// writeCounter records the size of each write.
+type writeCounter struct{ writes []int }
+
+func (w *writeCounter) Write(p []byte) (int, error) {
+	w.writes = append(w.writes, len(p))
+	return len(p), nil
+}
+
+// TestWritePatchStreams: WritePatch writes the bytes Patch returns, one
+// file's patch per write (never the whole patch in one buffer), and
+// returns their count; a set it refuses writes nothing.
+func TestWritePatchStreams(t *testing.T) {
+	var cs Set
+	for _, p := range []string{"b.md", "a.md", "c.md"} {
+		after := []byte(strings.Repeat(p+"\n", 1000))
+		cs.Changes = append(cs.Changes, Change{Path: p, Kind: Create, After: after, AfterSHA256: SHA256(after), Mode: 0o644})
+	}
+	whole, err := Patch(&cs)
+	require.NoError(t, err)
+	var w writeCounter
+	n, err := WritePatch(&w, &cs)
+	require.NoError(t, err)
+	require.Equal(t, int64(len(whole)), n)
+	require.Len(t, w.writes, 3, "one write per file")
+	for _, m := range w.writes {
+		require.Less(t, m, len(whole))
+	}
+	n, err = WritePatch(io.Discard, &Set{Changes: []Change{cs.Changes[0], cs.Changes[0]}})
+	require.Error(t, err)
+	require.Zero(t, n, "a refused set writes nothing")
 }

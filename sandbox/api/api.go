@@ -509,8 +509,14 @@ type Report struct {
 type PodPatch struct {
 	// ID is the session's id, and the patch's.
 	ID string `json:"id"`
-	// PodUID is the deleted Pod that owned the session.
+	// PodUID is the Pod that owned the session (Pod mode); "" outside
+	// Pod mode.
 	PodUID string `json:"pod_uid"`
+	// OwnedBy is the owner of the kept patch, as a session's owned_by
+	// ("pod:UID", "uid:N"); absent for a patch of root's (a session of
+	// root's, or one kept before owners had directories), which only the
+	// admins see.
+	OwnedBy string `json:"owned_by,omitempty"`
 	// Volume is the Pod volume the session's repository came from.
 	Volume *Volume `json:"volume,omitempty"`
 	// Ended is when the session was ended.

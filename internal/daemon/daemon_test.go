@@ -1,0 +1,78 @@
+package daemon
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// adoptRecorder is the fake backend that records which sessions existed
+// when the daemon adopted its sessions.
+type adoptRecorder struct {
+	*fakeBackend
+	mu      sync.Mutex
+	adopted []string
+	done    chan struct{}
+}
+
+func (a *adoptRecorder) Adopt(ctx context.Context) error {
+	list, err := a.Sessions(ctx)
+	if err != nil {
+		return err
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, s := range list {
+		a.adopted = append(a.adopted, s.ID)
+	}
+	close(a.done)
+	return nil
+}
+
+// TestRunUndoesPendingCreatesBeforeAdopting: at start the daemon undoes a
+// creation a stopped daemon left pending before it adopts the sessions,
+// so that the undone session is never adopted (re-opened, its
+// containers created ahead); a committed session is adopted. Before,
+// Run adopted every session first and undid the pending one after.
+func TestRunUndoesPendingCreatesBeforeAdopting(t *testing.T) {
+	state := t.TempDir()
+	fake := newFake()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	for id, pending := range map[string]bool{"aaaaaaaaaaa1": true, "aaaaaaaaaaa2": false} {
+		_, err := fake.Create(ctx, CreateConfig{ID: id})
+		require.NoError(t, err)
+		o, err := openOwners(state)
+		require.NoError(t, err)
+		require.NoError(t, o.add(id, ownerRecord{UID: 1000, GID: 1000, Pending: pending}))
+	}
+	rec := &adoptRecorder{fakeBackend: fake, done: make(chan struct{})}
+	dir, err := os.MkdirTemp("", "corral-daemon-run-")
+	require.NoError(t, err)
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	ran := make(chan error, 1)
+	go func() {
+		ran <- Run(ctx, Config{Socket: filepath.Join(dir, "s.sock"), StateDir: state, MaxRunning: 1, Grace: time.Second},
+			func(context.Context) (Backend, error) { return rec, nil })
+	}()
+	select {
+	case <-rec.done:
+	case err := <-ran:
+		t.Fatalf("Run ended before adopting: %v", err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not adopt")
+	}
+	cancel()
+	require.NoError(t, <-ran)
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	require.Equal(t, []string{"aaaaaaaaaaa2"}, rec.adopted, "the pending creation is undone before adoption")
+	all, err := fake.Sessions(context.Background())
+	require.NoError(t, err)
+	require.Len(t, all, 1)
+}
