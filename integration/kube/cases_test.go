@@ -13,6 +13,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -35,9 +36,13 @@ const casesImage = "corral.local/corral/cases:dev"
 // case asserts what it asserts from the host: the exact refusal (kind,
 // index, token, rule, one line), nothing hidden in any output, the
 // repository byte-identical, nothing written out of the session's scope.
-// What the Pod cannot check, containerd's task starts, is checked here,
-// on the node's containerd: each session started exactly the tasks its
-// calls ran (the Pod's ledger), the sessions that only refuse none.
+// What the Pod cannot check, containerd's view of what ran, is checked
+// here, on the node's containerd: each session's tasks that ended on
+// their own (a tool ran) are exactly the calls the Pod's ledger says ran,
+// the sessions that only refuse none. (The daemon starts containers ahead
+// of calls, their corral-init waiting for a request, so a task start is
+// no call; one destroyed unused is killed, exit 128+SIGKILL, and is not
+// counted.)
 // One subtest per case reports the Pod's verdict.
 func TestCasesInAgentPod(t *testing.T) {
 	deploy(t)
@@ -107,7 +112,7 @@ func TestCasesInAgentPod(t *testing.T) {
 	})
 	kubectl(t, "wait", "-n", agentNS, "--for=condition=Ready", "pod/"+name, "--timeout=120s")
 
-	starts := watchStarts(t)
+	starts := watchCallExits(t)
 	start := time.Now()
 	prep := start.Sub(prepared)
 	out, errOut, runErr := cluster.Kubectl(ctx, nil, "exec", "-n", agentNS, name, "--",
@@ -179,17 +184,20 @@ func TestCasesInAgentPod(t *testing.T) {
 	got := starts.settle(want, 15*time.Second)
 	for _, e := range ledger {
 		if got[e.Session] != e.Starts {
-			t.Errorf("%s: session %s started %d tasks on the node's containerd, its calls ran %d", e.Case, e.Session, got[e.Session], e.Starts)
+			t.Errorf("%s: session %s had %d tasks end on their own on the node's containerd, its calls ran %d", e.Case, e.Session, got[e.Session], e.Starts)
 		}
 	}
 	fmt.Printf("corral-kube: hostile-case table from an agent Pod: %d cases, %d subtests (%d skipped: git profile), in %s "+
-		"(after %s building its image and starting the Pod); %d sessions' task starts checked on the node's containerd "+
-		"(%d starts; %d sessions that only refuse started none)\n",
+		"(after %s building its image and starting the Pod); %d sessions' task exits checked on the node's containerd "+
+		"(%d calls ran; %d sessions that only refuse ran none)\n",
 		len(v.cases), v.subtests, v.skipped, wall.Round(time.Second), prep.Round(time.Second), len(ledger), total, quiet)
 }
 
-// taskStarts counts the tasks started in the node containerd's namespace
-// "corral", by session, from containerd's own events.
+// taskStarts counts, by session, the tasks of the node containerd's
+// namespace "corral" whose init ended on its own (any exit status but
+// 128+SIGKILL), from containerd's own events: each is a call whose tool
+// ran. A container the daemon started ahead and destroyed unused is
+// killed while its corral-init waits for a request (exit 137).
 type taskStarts struct {
 	mu     sync.Mutex
 	counts map[string]int
@@ -197,9 +205,9 @@ type taskStarts struct {
 
 var sessionContainer = regexp.MustCompile(`^corral-([0-9a-f]+)-[0-9]+$`)
 
-// watchStarts subscribes to the node containerd's task starts until t
+// watchCallExits subscribes to the node containerd's task exits until t
 // ends; it returns once the subscription is made.
-func watchStarts(t *testing.T) *taskStarts {
+func watchCallExits(t *testing.T) *taskStarts {
 	t.Helper()
 	c, err := containerd.New(cluster.Containerd, containerd.WithTimeout(10*time.Second))
 	if err != nil {
@@ -207,7 +215,7 @@ func watchStarts(t *testing.T) *taskStarts {
 	}
 	ctx, cancel := context.WithCancel(namespaces.WithNamespace(context.Background(), "corral"))
 	t.Cleanup(func() { cancel(); c.Close() })
-	ch, errs := c.Subscribe(ctx, `topic=="/tasks/start",namespace=="corral"`)
+	ch, errs := c.Subscribe(ctx, `topic=="/tasks/exit",namespace=="corral"`)
 	w := &taskStarts{counts: map[string]int{}}
 	go func() {
 		for {
@@ -220,7 +228,7 @@ func watchStarts(t *testing.T) *taskStarts {
 				if err != nil {
 					continue
 				}
-				if ev, ok := v.(*apievents.TaskStart); ok {
+				if ev, ok := v.(*apievents.TaskExit); ok && ev.ID == ev.ContainerID && ev.ExitStatus != 128+uint32(syscall.SIGKILL) {
 					if m := sessionContainer.FindStringSubmatch(ev.ContainerID); m != nil {
 						w.mu.Lock()
 						w.counts[m[1]]++
