@@ -112,7 +112,7 @@ func TestCasesInAgentPod(t *testing.T) {
 	})
 	kubectl(t, "wait", "-n", agentNS, "--for=condition=Ready", "pod/"+name, "--timeout=120s")
 
-	starts := watchCallExits(t)
+	exits := watchCallExits(t)
 	start := time.Now()
 	prep := start.Sub(prepared)
 	out, errOut, runErr := cluster.Kubectl(ctx, nil, "exec", "-n", agentNS, name, "--",
@@ -181,7 +181,7 @@ func TestCasesInAgentPod(t *testing.T) {
 			quiet++
 		}
 	}
-	got := starts.settle(want, 15*time.Second)
+	got := exits.settle(want, 15*time.Second)
 	for _, e := range ledger {
 		if got[e.Session] != e.Starts {
 			t.Errorf("%s: session %s had %d tasks end on their own on the node's containerd, its calls ran %d", e.Case, e.Session, got[e.Session], e.Starts)
@@ -193,12 +193,12 @@ func TestCasesInAgentPod(t *testing.T) {
 		len(v.cases), v.subtests, v.skipped, wall.Round(time.Second), prep.Round(time.Second), len(ledger), total, quiet)
 }
 
-// taskStarts counts, by session, the tasks of the node containerd's
+// callExits counts, by session, the tasks of the node containerd's
 // namespace "corral" whose init ended on its own (any exit status but
 // 128+SIGKILL), from containerd's own events: each is a call whose tool
 // ran. A container the daemon started ahead and destroyed unused is
 // killed while its corral-init waits for a request (exit 137).
-type taskStarts struct {
+type callExits struct {
 	mu     sync.Mutex
 	counts map[string]int
 }
@@ -207,7 +207,7 @@ var sessionContainer = regexp.MustCompile(`^corral-([0-9a-f]+)-[0-9]+$`)
 
 // watchCallExits subscribes to the node containerd's task exits until t
 // ends; it returns once the subscription is made.
-func watchCallExits(t *testing.T) *taskStarts {
+func watchCallExits(t *testing.T) *callExits {
 	t.Helper()
 	c, err := containerd.New(cluster.Containerd, containerd.WithTimeout(10*time.Second))
 	if err != nil {
@@ -216,7 +216,7 @@ func watchCallExits(t *testing.T) *taskStarts {
 	ctx, cancel := context.WithCancel(namespaces.WithNamespace(context.Background(), "corral"))
 	t.Cleanup(func() { cancel(); c.Close() })
 	ch, errs := c.Subscribe(ctx, `topic=="/tasks/exit",namespace=="corral"`)
-	w := &taskStarts{counts: map[string]int{}}
+	w := &callExits{counts: map[string]int{}}
 	go func() {
 		for {
 			select {
@@ -251,9 +251,9 @@ func watchCallExits(t *testing.T) *taskStarts {
 }
 
 // settle waits until every session of want has at least its count (or
-// timeout), then a moment more for starts beyond it, and returns the
+// timeout), then a moment more for exits beyond it, and returns the
 // counts of want's sessions.
-func (w *taskStarts) settle(want map[string]int, timeout time.Duration) map[string]int {
+func (w *callExits) settle(want map[string]int, timeout time.Duration) map[string]int {
 	deadline := time.Now().Add(timeout)
 	for time.Now().Before(deadline) {
 		w.mu.Lock()

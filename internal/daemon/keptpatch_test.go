@@ -206,13 +206,7 @@ func TestPodModeOwnEndKilledAtEveryStep(t *testing.T) {
 			require.ErrorIs(t, err, killed)
 
 			// The next daemon, on the same state directory.
-			srv, err := NewServer(e.fake, opts)
-			require.NoError(t, err)
-			require.NoError(t, srv.ForgetMissing(ctx))
-			_, err = srv.EndGonePods(ctx)
-			require.NoError(t, err)
-			pps, err := srv.keptPatches()
-			require.NoError(t, err)
+			srv, pps := restartKept(t, e.fake, opts)
 			if step == "recorded" {
 				// Killed before the backend's removal: the session
 				// goes on, nothing kept yet.
@@ -314,4 +308,20 @@ func TestPodModePatchGoneMidFetch(t *testing.T) {
 	requireKind(t, err, api.KindNotFound, 404)
 	require.EqualError(t, err, "patch "+s.ID+": not found")
 	require.NotContains(t, err.Error(), state)
+}
+
+// restartKept is the next daemon's start on the same state directory, as
+// Run makes it (pending creations and ends finished, gone Pods' sessions
+// ended), and the kept patches it then lists.
+func restartKept(t *testing.T, fake *fakeBackend, opts Options) (*Server, []api.PodPatch) {
+	t.Helper()
+	ctx := context.Background()
+	srv, err := NewServer(fake, opts)
+	require.NoError(t, err)
+	require.NoError(t, srv.ForgetMissing(ctx))
+	_, err = srv.EndGonePods(ctx)
+	require.NoError(t, err)
+	pps, err := srv.keptPatches()
+	require.NoError(t, err)
+	return srv, pps
 }

@@ -199,13 +199,7 @@ func TestPodModeEndKilledAtEveryStep(t *testing.T) {
 			}
 
 			// The next daemon, on the same state directory.
-			srv, err := NewServer(e.fake, opts)
-			require.NoError(t, err)
-			require.NoError(t, srv.ForgetMissing(ctx))
-			_, err = srv.EndGonePods(ctx)
-			require.NoError(t, err)
-			pps, err := srv.keptPatches()
-			require.NoError(t, err)
+			srv, pps := restartKept(t, e.fake, opts)
 			require.Len(t, pps, 1)
 			require.Equal(t, s.ID, pps[0].ID)
 			require.Equal(t, podA, pps[0].PodUID)

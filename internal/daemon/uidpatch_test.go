@@ -189,13 +189,7 @@ func TestUIDEndKilledAtEveryStep(t *testing.T) {
 			require.Error(t, err)
 
 			// The next daemon, on the same state directory.
-			srv, err := NewServer(e.fake, opts)
-			require.NoError(t, err)
-			require.NoError(t, srv.ForgetMissing(ctx))
-			_, err = srv.EndGonePods(ctx)
-			require.NoError(t, err)
-			pps, err := srv.keptPatches()
-			require.NoError(t, err)
+			srv, pps := restartKept(t, e.fake, opts)
 			if step == "recorded" {
 				// Killed before the session ended: it is still the
 				// uid's, and its next DELETE keeps the patch.
