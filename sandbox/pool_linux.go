@@ -140,22 +140,14 @@ type pool struct {
 	wg       sync.WaitGroup
 }
 
-// newPool is a pool of depth floor growing up to max (raised to floor
-// when lower, lowered to half of the cap's tokens but not below floor).
-func newPool(floor, max int, idle time.Duration, cap *warmCap, create func(context.Context) (*container, error), destroy func(*container)) *pool {
-	if max < floor {
-		max = floor
-	}
-	if half := cap.max / 2; max > half {
-		max = half
-	}
-	if max < floor {
-		max = floor
-	}
+// newPool is a pool of depth floor growing up to maxDepth (lowered to
+// half of the cap's tokens, never below floor).
+func newPool(floor, maxDepth int, idle time.Duration, cap *warmCap, create func(context.Context) (*container, error), destroy func(*container)) *pool {
+	maxDepth = max(floor, min(maxDepth, cap.max/2))
 	if idle <= 0 {
 		idle = DefaultPoolIdle
 	}
-	p := &pool{floor: floor, max: max, idle: idle, cap: cap, create: create, destroy: destroy, depth: floor}
+	p := &pool{floor: floor, max: maxDepth, idle: idle, cap: cap, create: create, destroy: destroy, depth: floor}
 	cap.add(0, 0, floor)
 	return p
 }
