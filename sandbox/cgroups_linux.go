@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/containerd/errdefs"
 	"golang.org/x/sys/unix"
 )
 
@@ -130,4 +131,72 @@ func inCgroup(pid int, leaf string) bool {
 		}
 	}
 	return false
+}
+
+// DefaultAheadCgroup is the cgroup the shims of containers created ahead
+// of their calls join (Config.AheadCgroup).
+const DefaultAheadCgroup = "/corral-ahead"
+
+// The ahead cgroup's CPU share: 1/16 of a default cgroup's (cgroup v1
+// cpu.shares defaults to 1024, cgroup v2 cpu.weight to 100; kernel
+// Documentation/admin-guide/cgroup-v1/cgroups.rst, cgroup-v2.rst). CPU
+// shares only order runnable work: an idle host gives the pool all it
+// asks for.
+const (
+	aheadCPUShares = "64"
+	aheadCPUWeight = "6"
+)
+
+// checkAheadCgroup refuses an ahead cgroup that is not an absolute,
+// clean path ("" is none).
+func checkAheadCgroup(p string) error {
+	if p == "" {
+		return nil
+	}
+	if !strings.HasPrefix(p, "/") || p == "/" || filepath.Clean(p) != p || strings.ContainsAny(p, "\n:,") {
+		return fmt.Errorf("ahead cgroup %q: %w: want an absolute, clean cgroup path such as %s", p, errdefs.ErrInvalidArgument, DefaultAheadCgroup)
+	}
+	return nil
+}
+
+// ensureAheadCgroup makes the cgroup p (checked by checkAheadCgroup) in
+// the cpu controller's hierarchy and sets its CPU share: cgroup v1's cpu
+// hierarchy (also on a hybrid host, where containerd's shim joins v1
+// hierarchies), else cgroup v2's, enabling the cpu controller in its
+// parent when needed. The shim joins p in every hierarchy where it
+// exists (containerd's cgroups.Load skips the others). An error means
+// the share cannot be set: the caller leaves the shims where they are.
+func ensureAheadCgroup(p string) error {
+	var dir, file, share string
+	if _, err := os.Stat(filepath.Join(cgroupRoot, "cgroup.controllers")); err == nil {
+		dir, file, share = filepath.Join(cgroupRoot, p), "cpu.weight", aheadCPUWeight
+	} else {
+		dir, file, share = filepath.Join(cgroupRoot, "cpu", p), "cpu.shares", aheadCPUShares
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("making the ahead cgroup: %w", err)
+	}
+	err := writeCgroupFile(filepath.Join(dir, file), share)
+	if errors.Is(err, os.ErrNotExist) && file == "cpu.weight" {
+		// cgroup v2 without the cpu controller enabled for p's parent.
+		if werr := writeCgroupFile(filepath.Join(filepath.Dir(dir), "cgroup.subtree_control"), "+cpu"); werr != nil {
+			return fmt.Errorf("enabling the cpu controller for the ahead cgroup: %w", werr)
+		}
+		err = writeCgroupFile(filepath.Join(dir, file), share)
+	}
+	if err != nil {
+		return fmt.Errorf("setting the ahead cgroup's CPU share: %w", err)
+	}
+	return nil
+}
+
+// writeCgroupFile writes v to the cgroup interface file p, which must
+// exist (a controller that is not enabled has none: os.ErrNotExist).
+func writeCgroupFile(p, v string) error {
+	f, err := os.OpenFile(p, os.O_WRONLY|os.O_TRUNC, 0)
+	if err != nil {
+		return err
+	}
+	_, err = f.WriteString(v)
+	return errors.Join(err, f.Close())
 }

@@ -53,6 +53,15 @@ type Config struct {
 	// the depth bursts grew it to before it shrinks back to pool_depth;
 	// 0 means DefaultPoolIdle.
 	PoolIdle time.Duration
+	// AheadCgroup is the cgroup, a path from the cgroup root such as
+	// DefaultAheadCgroup, that the shim of each container created ahead
+	// of its call joins (containerd's runc v2 shim option ShimCgroup; the
+	// runtime's create, start and delete run as the shim's children),
+	// with 1/16 of a default cgroup's CPU share: the pool's refills and
+	// its destroys yield the CPU to calls. The containers themselves run
+	// in their own cgroups. "" leaves the shims where containerd starts
+	// them; so does a host where corral cannot set a cgroup's CPU share.
+	AheadCgroup string
 	// AuditFile, when set, receives a copy of the audit events, which
 	// always go to StateDir/audit.log.
 	AuditFile string
@@ -83,6 +92,9 @@ type Executor struct {
 	img    containerd.Image
 	// imgParent is img's chain ID (runtimeParts.parent).
 	imgParent string
+
+	// aheadOnce says once that the ahead cgroup cannot be used.
+	aheadOnce sync.Once
 
 	initOnce sync.Mutex
 	init     string // see initBinary
@@ -155,6 +167,9 @@ func New(ctx context.Context, cfg Config) (*Executor, error) {
 	}
 	if !filepath.IsAbs(cfg.StateDir) || strings.ContainsAny(cfg.StateDir, ":,\n") {
 		return nil, fmt.Errorf("state directory %q: %w: want an absolute path without ':', ',' or newlines", cfg.StateDir, errdefs.ErrInvalidArgument)
+	}
+	if err := checkAheadCgroup(cfg.AheadCgroup); err != nil {
+		return nil, err
 	}
 	oci, err := resolveRuntime(cfg.Runtime, cfg.RuntimeBinary, cfg.StateDir)
 	if err != nil {

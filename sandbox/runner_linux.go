@@ -129,6 +129,11 @@ type container struct {
 	lease     leases.Lease
 	created   time.Time
 	started   bool // started ahead: ctlFile is a FIFO its init waits on
+	// aheadShim: its shim (and the runtime the shim runs) is in the
+	// executor's ahead cgroup, at a low CPU share; start kills the
+	// container's processes itself at a limit rather than wait for the
+	// shim (Config.AheadCgroup).
+	aheadShim bool
 	// exited: wait received the task's exit status, so the task is
 	// stopped and destroy deletes it without killing it first.
 	exited bool
@@ -185,8 +190,10 @@ func (r *runner) reqDir(id string) string { return filepath.Join(r.layout.Req, i
 // create makes a container from its plan, on the image the executor
 // resolved once (a fresh writable snapshot, so runc can make the mount
 // points any image lacks; the spec's root is read-only). It connects to
-// containerd if this is the executor's first need of it.
-func (r *runner) create(ctx context.Context) (_ *container, retErr error) {
+// containerd if this is the executor's first need of it. A container
+// made ahead of its call (ahead) has its shim in the ahead cgroup when
+// the executor has one (Config.AheadCgroup).
+func (r *runner) create(ctx context.Context, ahead bool) (_ *container, retErr error) {
 	e := r.e
 	rt, err := e.runtime(ctx)
 	if err != nil {
@@ -227,10 +234,15 @@ func (r *runner) create(ctx context.Context) (_ *container, retErr error) {
 	if err := os.Chmod(r.reqDir(id), 0o755); err != nil {
 		return nil, fmt.Errorf("making the request directory: %w", err)
 	}
+	shimCgroup := ""
+	if ahead {
+		shimCgroup = e.aheadCgroup()
+	}
+	c.aheadShim = shimCgroup != ""
 	cc, err := rt.client.NewContainer(ctx, id,
 		withNewSnapshot(id, rt),
 		containerd.WithContainerLabels(labels),
-		e.withRuntime(),
+		e.withRuntime(shimCgroup),
 		containerd.WithNewSpec(e.oci.spec(specOpts(r.planFor(id, rt.init)))...),
 	)
 	if err != nil {
@@ -263,7 +275,7 @@ func (r *runner) create(ctx context.Context) (_ *container, retErr error) {
 // call's request (send). Until then the container runs nothing but
 // corral-init, under every confinement of the spec.
 func (r *runner) createAhead(ctx context.Context) (_ *container, retErr error) {
-	c, err := r.create(ctx)
+	c, err := r.create(ctx, true)
 	if err != nil || !r.e.oci.info.StartAhead {
 		return c, err
 	}
@@ -546,7 +558,15 @@ func (r *runner) wait(ctx context.Context, c *container, argv []string, data []b
 			res.LimitsHit = append(res.LimitsHit, limit)
 		}
 		// SIGKILL to every process: no process in the container can
-		// catch it, corral-init included.
+		// catch it, corral-init included. A shim at a low CPU share
+		// may be slow to run the runtime's kill on a busy host: the
+		// processes of the container's cgroups are killed here too, at
+		// once; the shim still reports the exit.
+		if c.aheadShim {
+			for _, d := range cgroupDirs(r.e.cfg.Namespace, c.id) {
+				killCgroupProcs(d, "/"+r.e.cfg.Namespace+"/"+c.id)
+			}
+		}
 		_ = c.task.Kill(cctx, syscall.SIGKILL, containerd.WithKillAll)
 		return <-c.statusC
 	}
