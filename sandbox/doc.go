@@ -31,7 +31,9 @@
 //	pool    containers made ahead of the calls: the profile's
 //	        pool_depth, doubled by each call that finds none ready up to
 //	        pool_max_depth, back to pool_depth after Config.PoolIdle
-//	        without calls, under the executor-wide Config.MaxWarm; none
+//	        without calls, under the executor-wide Config.MaxWarm, of
+//	        which one owner's sessions (SessionConfig.WarmOwner) grow
+//	        into at most half; none
 //	        in a Cold (one-call) process. Started ahead where the runtime
 //	        allows (RuntimeInfo.StartAhead), else created.
 //	watch   in a long-lived owner, the repository watch (fsnotify) that

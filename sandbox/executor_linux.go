@@ -47,7 +47,9 @@ type Config struct {
 	// executor's sessions (each session keeps its profile's pool_depth
 	// under it, and grows past it on bursts up to its pool_max_depth and
 	// half of MaxWarm, leaving a quarter of MaxWarm to the other
-	// sessions' pool_depth); 0 means DefaultMaxWarm. Unused when Cold.
+	// sessions' pool_depth; the sessions of one SessionConfig.WarmOwner
+	// grow only while they hold, together and floors included, less than
+	// half of MaxWarm); 0 means DefaultMaxWarm. Unused when Cold.
 	MaxWarm int
 	// PoolIdle is how long after its last call a session's pool keeps
 	// the depth bursts grew it to before it shrinks back to pool_depth;

@@ -3,7 +3,10 @@ package sandbox
 // OpenOption adjusts OpenSession.
 type OpenOption func(*openOptions)
 
-type openOptions struct{ changesOnly, notAUse bool }
+type openOptions struct {
+	changesOnly, notAUse bool
+	warmOwner            string
+}
 
 // ForChanges opens a session only to read its change set (Changes,
 // CallChanges, Record): the repository is not read at all, so a session
@@ -16,3 +19,7 @@ func ForChanges() OpenOption { return func(o *openOptions) { o.changesOnly = tru
 // its sessions at start opens them so, so that a restart extends no
 // session's life.
 func NotAUse() OpenOption { return func(o *openOptions) { o.notAUse = true } }
+
+// WithWarmOwner opens a session whose containers created ahead count
+// against owner's share of the executor's cap (SessionConfig.WarmOwner).
+func WithWarmOwner(owner string) OpenOption { return func(o *openOptions) { o.warmOwner = owner } }

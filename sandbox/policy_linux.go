@@ -57,6 +57,13 @@ type SessionConfig struct {
 	// the moment it reads it (mounts.Plan.CopyAs). A file it may not read
 	// fails the creation with errdefs.ErrPermissionDenied.
 	CopyAs *fscred.Creds
+	// WarmOwner, when set, is an opaque key naming who the session is
+	// for (the daemon gives its owner: a uid, or a Pod). The containers
+	// created ahead for every session of one key hold, beyond their
+	// floors (pool_depth), at most half of Config.MaxWarm, floors
+	// included, so that one owner's many sessions never take the other
+	// owners' bursts. "" bounds each session alone (half of MaxWarm).
+	WarmOwner string
 }
 
 // idleTTL returns the session's idle TTL: the profile's, or IdleTTL when

@@ -30,43 +30,65 @@ const DefaultPoolIdle = time.Minute
 //
 // Fairness: a container beyond its session's floor (pool_depth) takes a
 // token only while more than reserve stay free, so that sessions grown
-// by bursts never take the slots other sessions' floors need; and one
-// session grows to at most half the cap (pool.max). It also keeps the
-// figures WarmState reports. warmCap.mu is taken under pool.mu, never the
-// reverse.
+// by bursts never take the slots other sessions' floors need; one
+// session grows to at most half the cap (pool.max); and the sessions of
+// one owner (an opaque key the launcher gives, SessionConfig.WarmOwner:
+// the daemon's uid or Pod) grow beyond their floors only while they hold,
+// all together and floors included, fewer than half the cap
+// (ownerMax), so that one owner's many sessions never take the bursts
+// of the others. Floors are always served, whatever their owner holds.
+// Sessions without an owner key are bound by the first two rules only.
+// It also keeps the figures WarmState reports. warmCap.mu is taken under
+// pool.mu, never the reverse.
 type warmCap struct {
-	mu      sync.Mutex
-	max     int // tokens
-	reserve int // tokens a container beyond its floor leaves free
-	held    int // tokens taken: ready containers and creations in flight
-	ready   int // containers ready in every pool
-	filling int // pools whose refill runs
-	wanted  int // the pools' current depths, summed
-	hits    int // takes that found a container ready, ever
-	misses  int // takes that found none (the call created its own), ever
+	mu       sync.Mutex
+	max      int            // tokens
+	reserve  int            // tokens a container beyond its floor leaves free
+	ownerMax int            // tokens an owner's sessions may hold and still grow
+	held     int            // tokens taken: ready containers and creations in flight
+	owners   map[string]int // tokens taken, per owner key (none for "")
+	ready    int            // containers ready in every pool
+	filling  int            // pools whose refill runs
+	wanted   int            // the pools' current depths, summed
+	hits     int            // takes that found a container ready, ever
+	misses   int            // takes that found none (the call created its own), ever
 }
 
 func newWarmCap(max int) *warmCap {
-	return &warmCap{max: max, reserve: max / 4}
+	return &warmCap{max: max, reserve: max / 4, ownerMax: max / 2, owners: map[string]int{}}
 }
 
-// tryAcquire takes a token; extra (a container beyond its session's
-// floor) only while more than reserve stay free.
-func (w *warmCap) tryAcquire(extra bool) bool {
+// tryAcquire takes a token for owner (a pool's WarmOwner; "" for none);
+// extra (a container beyond its session's floor) only while more than
+// reserve stay free and owner holds fewer than ownerMax.
+func (w *warmCap) tryAcquire(owner string, extra bool) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	free := w.max - w.held
 	if free <= 0 || (extra && free <= w.reserve) {
 		return false
 	}
+	if extra && owner != "" && w.owners[owner] >= w.ownerMax {
+		return false
+	}
 	w.held++
+	if owner != "" {
+		w.owners[owner]++
+	}
 	return true
 }
 
-func (w *warmCap) release(n int) {
+// release gives back n tokens of owner.
+func (w *warmCap) release(owner string, n int) {
 	w.mu.Lock()
+	defer w.mu.Unlock()
 	w.held -= n
-	w.mu.Unlock()
+	if owner == "" {
+		return
+	}
+	if w.owners[owner] -= n; w.owners[owner] <= 0 {
+		delete(w.owners, owner)
+	}
 }
 
 // took counts a take that found a container ready (hit) or none.
@@ -114,7 +136,8 @@ func (w *warmCap) state() WarmState {
 // Its depth learns the session's bursts: it starts at floor (the
 // profile's pool_depth); a take that finds the pool empty (a miss)
 // doubles it, up to max (the profile's pool_max_depth, and at most half
-// the executor's cap); after idle without a take it shrinks back to
+// the executor's cap; a container beyond the floor also needs its owner's
+// share of the cap, warmCap); after idle without a take it shrinks back to
 // floor and the extra containers are destroyed. A call that finds the
 // pool empty creates its own.
 //
@@ -125,6 +148,7 @@ func (w *warmCap) state() WarmState {
 // the calls' p50 (every call then waits for a creation).
 type pool struct {
 	floor, max int
+	owner      string        // the session's owner key (warmCap); "" for none
 	idle       time.Duration // 0: DefaultPoolIdle
 	cap        *warmCap
 	create     func(context.Context) (*container, error)
@@ -141,13 +165,14 @@ type pool struct {
 }
 
 // newPool is a pool of depth floor growing up to maxDepth (lowered to
-// half of the cap's tokens, never below floor).
-func newPool(floor, maxDepth int, idle time.Duration, cap *warmCap, create func(context.Context) (*container, error), destroy func(*container)) *pool {
+// half of the cap's tokens, never below floor), whose containers count
+// against owner's share of the cap ("" for none).
+func newPool(floor, maxDepth int, idle time.Duration, cap *warmCap, owner string, create func(context.Context) (*container, error), destroy func(*container)) *pool {
 	maxDepth = max(floor, min(maxDepth, cap.max/2))
 	if idle <= 0 {
 		idle = DefaultPoolIdle
 	}
-	p := &pool{floor: floor, max: maxDepth, idle: idle, cap: cap, create: create, destroy: destroy, depth: floor}
+	p := &pool{floor: floor, max: maxDepth, owner: owner, idle: idle, cap: cap, create: create, destroy: destroy, depth: floor}
 	cap.add(0, 0, floor)
 	return p
 }
@@ -161,7 +186,7 @@ func (p *pool) take() *container {
 	var stale []*container
 	for len(p.ready) > 0 && c == nil {
 		c, p.ready = p.ready[0], p.ready[1:]
-		p.cap.release(1)
+		p.cap.release(p.owner, 1)
 		p.cap.add(-1, 0, 0)
 		if time.Since(c.created) > maxWarmAge {
 			stale, c = append(stale, c), nil
@@ -209,7 +234,7 @@ func (p *pool) shrinkIfIdle() {
 	if len(p.ready) > p.floor {
 		extra = append(extra, p.ready[p.floor:]...)
 		p.ready = p.ready[:p.floor]
-		p.cap.release(len(extra))
+		p.cap.release(p.owner, len(extra))
 		p.cap.add(-len(extra), 0, 0)
 	}
 	p.wg.Add(1) // under mu while not closed: close waits for it
@@ -247,7 +272,7 @@ func (p *pool) refill() {
 		for {
 			p.mu.Lock()
 			n := len(p.ready)
-			if p.closed || n >= p.depth || !p.cap.tryAcquire(n >= p.floor) {
+			if p.closed || n >= p.depth || !p.cap.tryAcquire(p.owner, n >= p.floor) {
 				p.stopFilling()
 				p.mu.Unlock()
 				return
@@ -257,7 +282,7 @@ func (p *pool) refill() {
 			p.mu.Lock()
 			if err != nil || p.closed || len(p.ready) >= p.depth {
 				// Failed, closed, or shrunk while it was made.
-				p.cap.release(1)
+				p.cap.release(p.owner, 1)
 				p.stopFilling()
 				p.mu.Unlock()
 				if c != nil {
@@ -284,7 +309,7 @@ func (p *pool) drain() {
 	p.mu.Lock()
 	ready := p.ready
 	p.ready = nil
-	p.cap.release(len(ready))
+	p.cap.release(p.owner, len(ready))
 	p.cap.add(-len(ready), 0, 0)
 	p.mu.Unlock()
 	for _, c := range ready {

@@ -52,8 +52,8 @@ func TestPoolDepthAndCap(t *testing.T) {
 	cap := newWarmCap(3)
 	fa, fb := &fakeContainers{}, &fakeContainers{}
 	// Fixed depth 2 (max = floor).
-	a := newPool(2, 2, 0, cap, fa.create, fa.destroy)
-	b := newPool(2, 2, 0, cap, fb.create, fb.destroy)
+	a := newPool(2, 2, 0, cap, "", fa.create, fa.destroy)
+	b := newPool(2, 2, 0, cap, "", fb.create, fb.destroy)
 	require.Nil(t, a.take(), "nothing ready before a refill")
 	a.wg.Wait()
 	require.Equal(t, 2, fa.created, "filled to its depth")
@@ -103,7 +103,7 @@ func drainAndRefill(p *pool, f *fakeContainers) int {
 func TestPoolGrowsOnMisses(t *testing.T) {
 	cap := newWarmCap(32)
 	f := &fakeContainers{}
-	p := newPool(2, 8, time.Hour, cap, f.create, f.destroy)
+	p := newPool(2, 8, time.Hour, cap, "", f.create, f.destroy)
 	defer p.close()
 	p.refill()
 	p.wg.Wait()
@@ -123,7 +123,7 @@ func TestPoolGrowsOnMisses(t *testing.T) {
 func TestPoolMaxIsHalfTheCap(t *testing.T) {
 	cap := newWarmCap(8)
 	f := &fakeContainers{}
-	p := newPool(2, 16, time.Hour, cap, f.create, f.destroy)
+	p := newPool(2, 16, time.Hour, cap, "", f.create, f.destroy)
 	defer p.close()
 	require.Equal(t, 4, p.max, "one session grows to at most half the host cap")
 	for range 4 {
@@ -132,7 +132,7 @@ func TestPoolMaxIsHalfTheCap(t *testing.T) {
 	require.Equal(t, 4, p.Depth())
 	require.Equal(t, 4, p.readyNow())
 	// A floor above half the cap stays the floor.
-	q := newPool(6, 6, time.Hour, cap, f.create, f.destroy)
+	q := newPool(6, 6, time.Hour, cap, "", f.create, f.destroy)
 	defer q.close()
 	require.Equal(t, 6, q.max)
 }
@@ -140,7 +140,7 @@ func TestPoolMaxIsHalfTheCap(t *testing.T) {
 func TestPoolShrinksWhenIdle(t *testing.T) {
 	cap := newWarmCap(32)
 	f := &fakeContainers{}
-	p := newPool(2, 8, 50*time.Millisecond, cap, f.create, f.destroy)
+	p := newPool(2, 8, 50*time.Millisecond, cap, "", f.create, f.destroy)
 	defer p.close()
 	p.refill()
 	p.wg.Wait()
@@ -170,8 +170,8 @@ func TestPoolFairUnderTheCap(t *testing.T) {
 	// cap 8, reserve 2: grown sessions leave two tokens for floors.
 	cap := newWarmCap(8)
 	f := &fakeContainers{}
-	a := newPool(2, 8, time.Hour, cap, f.create, f.destroy)
-	b := newPool(2, 8, time.Hour, cap, f.create, f.destroy)
+	a := newPool(2, 8, time.Hour, cap, "", f.create, f.destroy)
+	b := newPool(2, 8, time.Hour, cap, "", f.create, f.destroy)
 	defer a.close()
 	defer b.close()
 	for range 4 {
@@ -183,16 +183,73 @@ func TestPoolFairUnderTheCap(t *testing.T) {
 	require.LessOrEqual(t, a.readyNow(), 4)
 	require.LessOrEqual(t, b.readyNow(), 4)
 	// A new session still gets its floor.
-	c := newPool(2, 8, time.Hour, cap, f.create, f.destroy)
+	c := newPool(2, 8, time.Hour, cap, "", f.create, f.destroy)
 	defer c.close()
 	c.refill()
 	c.wg.Wait()
 	require.Equal(t, 2, c.readyNow(), "the reserve serves another session's floor")
 	require.Equal(t, 8, cap.state().Held)
 	// Nothing more fits, floor or extra.
-	d := newPool(2, 8, time.Hour, cap, f.create, f.destroy)
+	d := newPool(2, 8, time.Hour, cap, "", f.create, f.destroy)
 	defer d.close()
 	d.refill()
 	d.wg.Wait()
 	require.Zero(t, d.readyNow())
+}
+
+// ownerHeld is the tokens owner holds.
+func (w *warmCap) ownerHeld(owner string) int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.owners[owner]
+}
+
+func TestPoolFairBetweenOwners(t *testing.T) {
+	// cap 16: reserve 4, an owner grows while it holds fewer than 8.
+	// Owner a's two sessions burst first, then owner b's one.
+	for _, tc := range []struct {
+		name       string
+		a, b       string
+		aHeld, bTo int
+	}{
+		// Without owner keys the reserve is the only bound: a's
+		// sessions take every extra token (12 held but b's floor),
+		// and b cannot grow at all.
+		{name: "no owners", a: "", b: "", aHeld: 10, bTo: 2},
+		// With them a's sessions stop at half the cap, floors
+		// included, and b's burst grows to the reserve.
+		{name: "two owners", a: "pod:a", b: "uid:1000", aHeld: 8, bTo: 4},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cap := newWarmCap(16)
+			f := &fakeContainers{}
+			b := newPool(2, 8, time.Hour, cap, tc.b, f.create, f.destroy)
+			defer b.close()
+			b.refill()
+			b.wg.Wait()
+			a1 := newPool(2, 8, time.Hour, cap, tc.a, f.create, f.destroy)
+			a2 := newPool(2, 8, time.Hour, cap, tc.a, f.create, f.destroy)
+			defer a1.close()
+			defer a2.close()
+			for range 4 {
+				drainAndRefill(a1, f)
+				drainAndRefill(a2, f)
+			}
+			require.Equal(t, tc.aHeld, a1.readyNow()+a2.readyNow(), "owner a's sessions together: %+v", cap.state())
+			for range 4 {
+				drainAndRefill(b, f)
+			}
+			require.Equal(t, tc.bTo, b.readyNow(), "owner b's burst: %+v", cap.state())
+			if tc.a != "" {
+				require.Equal(t, tc.aHeld, cap.ownerHeld(tc.a))
+				require.Equal(t, tc.bTo, cap.ownerHeld(tc.b))
+			}
+			// A new session of a, over its share, still gets its floor.
+			a3 := newPool(2, 8, time.Hour, cap, tc.a, f.create, f.destroy)
+			defer a3.close()
+			a3.refill()
+			a3.wg.Wait()
+			require.Equal(t, 2, a3.readyNow(), "floors are served whatever their owner holds")
+		})
+	}
 }

@@ -160,7 +160,7 @@ func (e *Executor) create(ctx context.Context, cfg SessionConfig, profileSource 
 	if ephemeral {
 		// Made on the first call (ready): a session whose calls are all
 		// refused leaves no trace.
-		return e.open(p, rec, nil, nil, files)
+		return e.open(p, rec, nil, nil, files, cfg.WarmOwner)
 	}
 	st, err := createStore(e.sessionsDir(), rec, files)
 	if err != nil {
@@ -178,7 +178,7 @@ func (e *Executor) create(ctx context.Context, cfg SessionConfig, profileSource 
 	if err != nil {
 		return nil, err
 	}
-	s, err := e.open(p, rec, st, l, nil)
+	s, err := e.open(p, rec, st, l, nil, cfg.WarmOwner)
 	if err != nil {
 		return nil, err
 	}
@@ -265,7 +265,7 @@ func (e *Executor) OpenSession(ctx context.Context, id string, opts ...OpenOptio
 	if err != nil {
 		return nil, err
 	}
-	s, err := e.open(p, st.record, st, l, nil)
+	s, err := e.open(p, st.record, st, l, nil, o.warmOwner)
 	if err != nil {
 		return nil, err
 	}
@@ -279,8 +279,9 @@ func (e *Executor) OpenSession(ctx context.Context, id string, opts ...OpenOptio
 
 // open assembles a session of the executor from its parts. A persistent
 // session comes with its store and attached layout; an ephemeral one gets
-// them, from files, on its first need (ready).
-func (e *Executor) open(p *Policy, rec SessionRecord, st *store, l *mounts.Layout, files []storeFile) (*Session, error) {
+// them, from files, on its first need (ready). Its containers created
+// ahead count against warmOwner's share of the cap ("" for none).
+func (e *Executor) open(p *Policy, rec SessionRecord, st *store, l *mounts.Layout, files []storeFile, warmOwner string) (*Session, error) {
 	sc, err := seccomp.LoadDefault()
 	if err != nil {
 		return nil, err
@@ -290,7 +291,7 @@ func (e *Executor) open(p *Policy, rec SessionRecord, st *store, l *mounts.Layou
 	if e.cfg.Cold {
 		floor, max = 0, 0
 	}
-	s.pool = newPool(floor, max, e.cfg.PoolIdle, e.warm, s.runner.createAhead, s.runner.destroy)
+	s.pool = newPool(floor, max, e.cfg.PoolIdle, e.warm, warmOwner, s.runner.createAhead, s.runner.destroy)
 	return s, nil
 }
 
