@@ -47,6 +47,9 @@ type sandboxBackend struct {
 	// flight, never longer: a session removed by anyone else (the
 	// sandbox's sweep, the CLI) leaves nothing behind here.
 	removed map[string]*sessionEnd
+	// warmOwner names a session's owner key for its share of the
+	// containers created ahead (Adopt); nil until then: no key.
+	warmOwner func(id string) string
 }
 
 // sessionEnd is a context that ends when its session is removed, and
@@ -128,7 +131,7 @@ func (b *sandboxBackend) session(ctx context.Context, id string) (*sandbox.Sessi
 		s.Touch()
 		return s, nil
 	}
-	s, err := b.exec.OpenSession(ctx, id)
+	s, err := b.exec.OpenSession(ctx, id, b.withWarmOwner(id))
 	if err != nil {
 		if errdefs.IsDataLoss(err) {
 			b.markLost(ctx, id, err)
@@ -148,7 +151,7 @@ func (b *sandboxBackend) adopt(ctx context.Context, id string) error {
 	if _, ok := b.open[id]; ok {
 		return nil
 	}
-	s, err := b.exec.OpenSession(ctx, id, sandbox.NotAUse())
+	s, err := b.exec.OpenSession(ctx, id, sandbox.NotAUse(), b.withWarmOwner(id))
 	if err != nil {
 		if errdefs.IsDataLoss(err) {
 			b.markLost(ctx, id, err)
@@ -158,6 +161,14 @@ func (b *sandboxBackend) adopt(ctx context.Context, id string) error {
 	b.open[id] = s
 	b.warm(s)
 	return nil
+}
+
+// withWarmOwner opens session id with its owner key (b.mu held).
+func (b *sandboxBackend) withWarmOwner(id string) sandbox.OpenOption {
+	if b.warmOwner == nil {
+		return sandbox.WithWarmOwner("")
+	}
+	return sandbox.WithWarmOwner(b.warmOwner(id))
 }
 
 // warm starts filling s's pool of containers created ahead (its
@@ -276,7 +287,7 @@ func (b *sandboxBackend) Create(ctx context.Context, c CreateConfig) (_ api.Sess
 		}
 	}
 	cfg := sandbox.SessionConfig{Repo: c.Repo, Profile: prof, Page: c.Page, WriteDir: c.Scope, AgentID: c.AgentID, ReadOnly: c.ReadOnly,
-		IdleTTL: c.IdleTTL, ID: c.ID, CopyAs: c.CopyAs}
+		IdleTTL: c.IdleTTL, ID: c.ID, CopyAs: c.CopyAs, WarmOwner: c.WarmOwner}
 	if cfg.IdleTTL == 0 && c.DefaultIdleTTL > 0 && c.DefaultIdleTTL < prof.IdleTTL() {
 		cfg.IdleTTL = c.DefaultIdleTTL
 	}
@@ -765,7 +776,10 @@ func (b *sandboxBackend) Sweep(ctx context.Context) ([]string, error) {
 // Adopt opens every persistent session: mounts re-attached, ready for
 // the next call. A session that cannot be opened is reported and left
 // for its owner to remove.
-func (b *sandboxBackend) Adopt(ctx context.Context) error {
+func (b *sandboxBackend) Adopt(ctx context.Context, warmOwner func(id string) string) error {
+	b.mu.Lock()
+	b.warmOwner = warmOwner
+	b.mu.Unlock()
 	list, err := b.exec.Sessions()
 	if err != nil {
 		return err

@@ -85,8 +85,11 @@ type Backend interface {
 	Sweep(ctx context.Context) ([]string, error)
 	// Adopt opens every persistent session of the state directory: host
 	// mounts re-attached, ready to serve. Adopting is not a use: a
-	// session's idle TTL keeps counting from its latest call.
-	Adopt(ctx context.Context) error
+	// session's idle TTL keeps counting from its latest call. warmOwner
+	// names each session's owner key, under which its containers created
+	// ahead share the executor's cap (sandbox.SessionConfig.WarmOwner),
+	// for the sessions adopted and for those opened later on first use.
+	Adopt(ctx context.Context, warmOwner func(id string) string) error
 	// Audit writes ev to the audit log for session id, naming the peer
 	// ctx carries (the daemon's own events: a session ended with its
 	// Pod).
@@ -121,7 +124,11 @@ type CreateConfig struct {
 	// CopyAs, when set, are the caller's credentials: what the session
 	// copies out of the repository (its write directory, or its page) is
 	// read with them (sandbox.SessionConfig.CopyAs).
-	CopyAs           *fscred.Creds
+	CopyAs *fscred.Creds
+	// WarmOwner is the session's owner key for its share of the
+	// containers created ahead (sandbox.SessionConfig.WarmOwner; "" for
+	// none: root's).
+	WarmOwner        string
 	RepoDev, RepoIno uint64
 	ProfileData      []byte
 	IdleTTL          time.Duration

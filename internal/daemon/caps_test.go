@@ -514,3 +514,42 @@ func TestRunningCapPerOwner(t *testing.T) {
 	running, waiting, _ := l.state()
 	require.Equal(t, [2]int{0, 0}, [2]int{running, waiting})
 }
+
+// TestCreateNamesWarmOwner: a creation names its owner's key, under which
+// the session's containers created ahead share --max-warm (a uid's; in
+// Pod mode the Pod's, whatever uid it ran as; none for root outside Pod
+// mode), so that one owner's sessions cannot take another's bursts.
+func TestCreateNamesWarmOwner(t *testing.T) {
+	ctx := context.Background()
+	warmOwner := func(f *fakeBackend, id string) string {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		return f.sessions[id].warmOwner
+	}
+	t.Run("uids", func(t *testing.T) {
+		if os.Geteuid() != 0 {
+			t.Skip("creating a session as another uid checks the repository as that uid (setfsuid), which needs root")
+		}
+		e := newEnv(t)
+		for peer, want := range map[string]string{"1000:1000": "uid:1000", "0:0": ""} {
+			c, _ := e.client(peer)
+			s, err := c.CreateSession(ctx, api.CreateSession{Repo: e.repo})
+			require.NoError(t, err)
+			require.Equal(t, want, warmOwner(e.fake, s.ID), peer)
+			require.Equal(t, want, e.srv.warmOwnerOf(s.ID), "as Adopt is told")
+		}
+	})
+	t.Run("pods", func(t *testing.T) {
+		e := newEnv(t, func(o *Options) { o.KubeletRoot = kubeletRoot(t) })
+		for _, tc := range []struct{ peer, volume, want string }{
+			{"1000:1000::" + podA, "work", "pod:" + podA},
+			{"0:0::" + podB, "other", "pod:" + podB},
+		} {
+			c, _ := e.client(tc.peer)
+			s, err := c.CreateSession(ctx, api.CreateSession{Volume: &api.Volume{Name: tc.volume}})
+			require.NoError(t, err)
+			require.Equal(t, tc.want, warmOwner(e.fake, s.ID), tc.peer)
+			require.Equal(t, tc.want, e.srv.warmOwnerOf(s.ID), "as Adopt is told")
+		}
+	})
+}

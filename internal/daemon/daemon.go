@@ -260,7 +260,7 @@ func Run(ctx context.Context, cfg Config, newBackend func(context.Context) (Back
 	if err := srv.ForgetMissing(ctx); err != nil {
 		return err
 	}
-	if err := b.Adopt(ctx); err != nil {
+	if err := b.Adopt(ctx, srv.warmOwnerOf); err != nil {
 		fmt.Fprintf(cfg.Log, "corral daemon: adopting sessions: %v\n", err)
 	}
 	// Pods deleted while the daemon was down.

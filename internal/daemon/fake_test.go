@@ -55,6 +55,9 @@ type fakeSession struct {
 	// memory is the memory limit of its calls: its profile's
 	// ("mem-256MiB" names a profile of that limit; else 512MiB).
 	memory int64
+	// warmOwner is the owner key its creation named
+	// (CreateConfig.WarmOwner).
+	warmOwner string
 }
 
 func newFake() *fakeBackend {
@@ -143,7 +146,7 @@ func (f *fakeBackend) Create(_ context.Context, c CreateConfig) (api.Session, er
 	}
 	now := time.Now().UTC().Truncate(time.Second)
 	s := &fakeSession{Session: api.Session{ID: id, Repo: c.Repo, Profile: "docs", ProfileName: "docs", Scope: "openwiki/",
-		Created: now, LastUsed: now, IdleTTLNS: int64(ttl), Mounted: true, Version: "test"}, files: map[string]string{}, memory: memory}
+		Created: now, LastUsed: now, IdleTTLNS: int64(ttl), Mounted: true, Version: "test"}, files: map[string]string{}, memory: memory, warmOwner: c.WarmOwner}
 	f.sessions[id] = s
 	switch c.Profile {
 	case "panic-after-made":
@@ -460,9 +463,9 @@ func (f *fakeBackend) Apply(_ context.Context, id string, r api.Apply, canWrite 
 
 func (f *fakeBackend) Recover(context.Context) error { return nil }
 
-func (f *fakeBackend) Sweep(context.Context) ([]string, error) { return nil, nil }
-func (f *fakeBackend) Adopt(context.Context) error             { return nil }
-func (f *fakeBackend) Close() error                            { return nil }
+func (f *fakeBackend) Sweep(context.Context) ([]string, error)          { return nil, nil }
+func (f *fakeBackend) Adopt(context.Context, func(string) string) error { return nil }
+func (f *fakeBackend) Close() error                                     { return nil }
 
 // running is how many calls hold a slot of l.
 func (l *limiter) running() int {

@@ -110,6 +110,17 @@ func (r ownerRecord) owner() string {
 	return fmt.Sprintf("uid:%d", r.UID)
 }
 
+// warmOwner is the key under which the session's containers created
+// ahead share the daemon's --max-warm (sandbox.SessionConfig.WarmOwner):
+// its owner, as owner names it; "" for root's sessions outside Pod mode,
+// which no per-owner cap bounds (as ownerCapped).
+func (r ownerRecord) warmOwner() string {
+	if r.Pod == "" && r.UID == 0 {
+		return ""
+	}
+	return r.owner()
+}
+
 // ownerKey is the owner a session p creates gets (ownerRecord.owner).
 func ownerKey(p Peer) string {
 	return ownerRecord{UID: p.UID, Pod: p.Pod}.owner()

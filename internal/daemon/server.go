@@ -632,7 +632,9 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 			s.undoCreate(context.WithoutCancel(r.Context()), cfg.ID)
 		}
 	}()
-	if err := rsv.record(cfg.ID, ownerRecord{UID: p.UID, GID: p.GID, Pod: p.Pod, Volume: req.Volume, Pending: true}); err != nil {
+	rec := ownerRecord{UID: p.UID, GID: p.GID, Pod: p.Pod, Volume: req.Volume, Pending: true}
+	cfg.WarmOwner = rec.warmOwner()
+	if err := rsv.record(cfg.ID, rec); err != nil {
 		s.fail(w, r, err)
 		return
 	}
@@ -803,6 +805,11 @@ type sessionCap struct {
 // ownerCapped reports whether p's sessions count against
 // MaxSessionsPerUID: every uid but root; in Pod mode every Pod (a Pod's
 // processes may all run as root), but not the node's admins.
+// warmOwnerOf is the key under which session id's containers created
+// ahead share --max-warm (ownerRecord.warmOwner); Run gives it to
+// Backend.Adopt.
+func (s *Server) warmOwnerOf(id string) string { return s.owners.get(id).warmOwner() }
+
 func (s *Server) ownerCapped(p Peer) bool {
 	if s.podMode() {
 		return !s.admin(p)
