@@ -26,6 +26,12 @@ var errNotStarted = errors.New("the container died before it was started")
 // container made ahead before the restart.
 var errStatusLost = errors.New("its status stream broke")
 
+// errRequestCut is wrapped (with the context's cause) by the error of a
+// call whose context ended while its request was written to a container
+// started ahead: the container is killed and reaped before the call
+// returns, as its init may have read part of the request.
+var errRequestCut = errors.New("the call ended while its request was written")
+
 // notStartedError is a start's error, its text unchanged, that also
 // wraps errNotStarted.
 type notStartedError struct{ err error }

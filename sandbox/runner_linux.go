@@ -310,10 +310,25 @@ const sendWait = 10 * time.Second
 // exit arrives on statusC). A dead init, an init gone before it read the
 // whole request (EPIPE) or one that never opened ran nothing: the error
 // wraps errNotStarted.
-func (c *container) send(data []byte) error {
-	stop := time.Now().Add(sendWait)
+//
+// It honours ctx: ended before the FIFO is open (or right after, before a
+// byte is written), send returns at once with its cause and the init got
+// nothing; ended while the request is written (a request larger than
+// the pipe's buffer, an init slow to read it), the write stops and the
+// error wraps errRequestCut as well: the init may have read part of it,
+// so the caller kills the container before it returns. A request written
+// whole returns nil, whenever ctx ends: the caller's wait sees the end.
+func (c *container) send(ctx context.Context, data []byte) error {
+	canceled := func() error {
+		return fmt.Errorf("container %s: sending the request: %w", c.id, context.Cause(ctx))
+	}
+	giveUp := time.NewTimer(sendWait)
+	defer giveUp.Stop()
 	var fd int
 	for {
+		if ctx.Err() != nil {
+			return canceled()
+		}
 		var err error
 		fd, err = unix.Open(c.ctlFile, unix.O_WRONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
 		if err == nil {
@@ -322,36 +337,37 @@ func (c *container) send(data []byte) error {
 		if !errors.Is(err, unix.ENXIO) && !errors.Is(err, unix.EINTR) {
 			return fmt.Errorf("opening the control FIFO: %w", err)
 		}
-		if time.Now().After(stop) {
-			return &notStartedError{fmt.Errorf("container %s: its init never opened the control FIFO", c.id)}
-		}
 		select {
+		case <-ctx.Done():
+			return canceled()
 		case st := <-c.statusC:
 			c.statusC = exited(st)
 			return &notStartedError{fmt.Errorf("container %s: its init exited (status %d) before the call", c.id, st.ExitCode())}
+		case <-giveUp.C:
+			return &notStartedError{fmt.Errorf("container %s: its init never opened the control FIFO", c.id)}
 		case <-time.After(time.Millisecond):
 		}
 	}
-	defer unix.Close(fd)
-	// Blocking writes from here: a request larger than the pipe's buffer
-	// is read by the init as it comes.
-	if err := unix.SetNonblock(fd, false); err != nil {
-		return fmt.Errorf("writing the control FIFO: %w", err)
+	// Non-blocking, the FIFO is in the runtime's poller: a request larger
+	// than the pipe's buffer is read by the init as it comes, and the end
+	// of ctx stops the write through its deadline.
+	f := os.NewFile(uintptr(fd), c.ctlFile)
+	defer f.Close()
+	if ctx.Err() != nil {
+		return canceled() // nothing written: the init reads an empty request
 	}
-	for len(data) > 0 {
-		n, err := unix.Write(fd, data)
-		if errors.Is(err, unix.EINTR) {
-			continue
-		}
-		if errors.Is(err, unix.EPIPE) {
-			return &notStartedError{fmt.Errorf("container %s: its init closed the control FIFO before the request's end", c.id)}
-		}
-		if err != nil {
-			return fmt.Errorf("writing the control FIFO: %w", err)
-		}
-		data = data[n:]
+	stop := context.AfterFunc(ctx, func() { _ = f.SetWriteDeadline(time.Unix(1, 0)) })
+	defer stop()
+	_, err := f.Write(data)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, unix.EPIPE):
+		return &notStartedError{fmt.Errorf("container %s: its init closed the control FIFO before the request's end", c.id)}
+	case errors.Is(err, os.ErrDeadlineExceeded) && ctx.Err() != nil:
+		return fmt.Errorf("container %s: sending the request: %w: %w", c.id, errRequestCut, context.Cause(ctx))
 	}
-	return nil
+	return fmt.Errorf("writing the control FIFO: %w", err)
 }
 
 // exited is a channel that delivers st once, in place of a status channel
@@ -536,23 +552,6 @@ func (r *runner) wait(ctx context.Context, c *container, argv []string, data []b
 		return nil, &notStartedError{fmt.Errorf("container %s: its init exited (status %d) before the call", c.id, st.ExitCode())}
 	default:
 	}
-	start := time.Now()
-	if c.started {
-		if err := c.send(data); err != nil {
-			return nil, err
-		}
-	} else if err := c.task.Start(cctx); err != nil {
-		err = r.e.wrapContainerd("starting task "+c.id, err)
-		// A start refused because the task had already stopped (or is
-		// gone) ran nothing: the runtime opens the exec FIFO that lets
-		// the init exec the tool only after it checked the init lives.
-		if st, serr := c.task.Status(cctx); errdefs.IsNotFound(err) || errdefs.IsNotFound(serr) || (serr == nil && st.Status == containerd.Stopped) {
-			return nil, &notStartedError{err}
-		}
-		return nil, err
-	}
-	timer := time.NewTimer(lim.Timeout)
-	defer timer.Stop()
 	kill := func(limit string) containerd.ExitStatus {
 		if limit != "" {
 			res.LimitsHit = append(res.LimitsHit, limit)
@@ -570,6 +569,30 @@ func (r *runner) wait(ctx context.Context, c *container, argv []string, data []b
 		_ = c.task.Kill(cctx, syscall.SIGKILL, containerd.WithKillAll)
 		return <-c.statusC
 	}
+	start := time.Now()
+	if c.started {
+		if err := c.send(ctx, data); err != nil {
+			if errors.Is(err, errRequestCut) {
+				// The call ended while its request was written: the
+				// init may have read part of it. Killed and reaped
+				// before the call returns, so nothing runs after.
+				c.statusC = exited(kill(""))
+				c.exited = true
+			}
+			return nil, err
+		}
+	} else if err := c.task.Start(cctx); err != nil {
+		err = r.e.wrapContainerd("starting task "+c.id, err)
+		// A start refused because the task had already stopped (or is
+		// gone) ran nothing: the runtime opens the exec FIFO that lets
+		// the init exec the tool only after it checked the init lives.
+		if st, serr := c.task.Status(cctx); errdefs.IsNotFound(err) || errdefs.IsNotFound(serr) || (serr == nil && st.Status == containerd.Stopped) {
+			return nil, &notStartedError{err}
+		}
+		return nil, err
+	}
+	timer := time.NewTimer(lim.Timeout)
+	defer timer.Stop()
 	var status containerd.ExitStatus
 	select {
 	case status = <-c.statusC:
