@@ -65,3 +65,55 @@ func TestPoolLearnsBursts(t *testing.T) {
 		})
 	}
 }
+
+// TestPoolFairBetweenOwners: on the real containerd, with --max-warm 16
+// (a quarter kept for floors, half per owner), owner A's two sessions
+// grow on their bursts to 8 containers together, floors included, and no
+// further however they burst; owner B's burst still grows its session
+// beyond its floor. Without owner keys A's sessions took every container
+// beyond the floors (10 of the 12 the reserve allows) and B's burst found
+// none to grow into.
+func TestPoolFairBetweenOwners(t *testing.T) {
+	e := testRuntime{name: "runc"}.executor(t, func(c *sandbox.Config) { c.PoolIdle, c.MaxWarm = 10*time.Minute, 16 })
+	ctx := e.Context(context.Background())
+	require.Equal(t, 2, docsProfile(t).Depth(), "the test's premise: pool_depth 2")
+	repo := demoRepo(t)
+	owner := func(key string) sessOpt { return func(c *sandbox.SessionConfig) { c.WarmOwner = key } }
+	b := newSessionOn(t, e, repo, owner("uid:1001"))
+	a1 := newSessionOn(t, e, repo, owner("uid:1000"))
+	a2 := newSessionOn(t, e, repo, owner("uid:1000"))
+	ready := func(s *sandbox.Session) int {
+		cs, err := e.Client().Containers(ctx, fmt.Sprintf("labels.%q==%s", sandbox.LabelSession, s.ID))
+		require.NoError(t, err)
+		return len(cs)
+	}
+	// burst runs n calls at once (more than are ready: one misses and
+	// doubles the depth), then waits for the pool to refill.
+	burst := func(s *sandbox.Session, n int) {
+		errs := make(chan error, n)
+		for range n {
+			go func() {
+				_, err := s.Exec(context.Background(), []string{"ls"}, nil, nil)
+				errs <- err
+			}()
+		}
+		for range n {
+			require.NoError(t, <-errs)
+		}
+		s.Idle()
+	}
+	for _, s := range []*sandbox.Session{b, a1, a2} {
+		require.NoError(t, s.Warm())
+		s.Idle()
+	}
+	require.Equal(t, 6, e.Warm().Held)
+	burst(a1, 3)
+	burst(a2, 3)
+	burst(a1, 5)
+	burst(a2, 5)
+	require.Equal(t, 8, ready(a1)+ready(a2), "owner A's sessions together, floors included: half of --max-warm: %+v", e.Warm())
+	require.Equal(t, 2, ready(b))
+	burst(b, 3)
+	require.Equal(t, 4, ready(b), "owner B's burst grew its session: %+v", e.Warm())
+	require.Equal(t, 8, ready(a1)+ready(a2))
+}
