@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"os/exec"
 	"strings"
 	"syscall"
@@ -328,4 +329,81 @@ func readOnlySessionAs(t *testing.T, bin, sock string, uid int, repo, prof strin
 	var s api.Session
 	require.NoError(t, json.Unmarshal(o.Result, &s))
 	return s.ID
+}
+
+// TestDaemonWarmFairAcrossUIDs: a real daemon with --max-warm 16 (a
+// quarter kept for floors, half per owner). One uid (nobody) bursts in
+// its two sessions: together they stop at 8 containers created ahead,
+// floors included (12 held with uid 1234's floor and burst), where
+// before they took every container beyond the floors the reserve allows
+// (10 of 12, and uid 1234's burst found none). The same after a restart:
+// adopted sessions keep their owner's share.
+func TestDaemonWarmFairAcrossUIDs(t *testing.T) {
+	state, sock := daemonDirs(t)
+	args := []string{"--max-warm", "16", "--pool-idle", "10m", "--max-running", "8", "--max-running-per-uid", "8"}
+	d := startDaemon(t, state, sock, args...)
+	bin := daemonClientPath(t)
+	repo := openRepo(t, map[string]string{"README.md": "# r\n"})
+	prof := docsProfileFile(t, "warm")
+	b := readOnlySessionAs(t, bin, sock, 1234, repo, prof)
+	a1, a2 := readOnlySessionAs(t, bin, sock, 65534, repo, prof), readOnlySessionAs(t, bin, sock, 65534, repo, prof)
+	ctx := context.Background()
+	// settled waits until the daemon holds held containers created ahead
+	// with no refill running.
+	settled := func(held int, what string) {
+		t.Helper()
+		c := d.client()
+		var last *api.WarmState
+		for deadline := time.Now().Add(90 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+			h, err := c.Health(ctx)
+			if err == nil && h.Warm != nil {
+				if last = h.Warm; last.Filling == 0 && last.Held == held {
+					return
+				}
+			}
+		}
+		t.Fatalf("%s: want %d held at rest, last %+v", what, held, last)
+	}
+	// burst makes n calls at once as uid in session id: more than are
+	// ready, so that one misses and doubles the session's depth.
+	burst := func(uid int, id string, n int) {
+		t.Helper()
+		errs := make(chan error, n)
+		for range n {
+			go func() {
+				cmd := exec.Command(bin, sock, "exec", id, "cat", "README.md")
+				cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: 65534, Groups: []uint32{}}}
+				out, err := cmd.Output()
+				var o dcOutput
+				if err == nil {
+					err = json.Unmarshal(out, &o)
+				}
+				if err == nil && o.Kind != "" {
+					err = errors.New(o.Message)
+				}
+				errs <- err
+			}()
+		}
+		for range n {
+			require.NoError(t, <-errs)
+		}
+	}
+	nobodyBursts := func() {
+		t.Helper()
+		settled(6, "three floors")
+		burst(65534, a1, 3)
+		settled(8, "a1 at depth 4")
+		burst(65534, a2, 3)
+		settled(10, "a2 at depth 4: nobody holds 8")
+		burst(65534, a1, 5)
+		settled(10, "nobody's share is full: a1 stays at 4")
+	}
+	nobodyBursts()
+	burst(1234, b, 3)
+	settled(12, "uid 1234's burst grew its session to 4")
+	d.stop(true)
+
+	d = startDaemon(t, state, sock, args...)
+	nobodyBursts()
+	d.stop(true)
 }
