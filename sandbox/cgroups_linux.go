@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/containerd/errdefs"
+	"github.com/moby/sys/mountinfo"
 	"golang.org/x/sys/unix"
 )
 
@@ -167,6 +168,9 @@ func checkReapCgroup(p string) error {
 // are.
 func ensureReapCgroup(p string) error {
 	dir, file, share := reapCgroupDir(p)
+	if err := checkHostHierarchy(reapHierarchy()); err != nil {
+		return err
+	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("making the reap cgroup: %w", err)
 	}
@@ -189,10 +193,44 @@ func ensureReapCgroup(p string) error {
 // has no controllers), with the name of its CPU share file and the value
 // corral gives it.
 func reapCgroupDir(p string) (dir, file, share string) {
-	if _, err := os.Stat(filepath.Join(cgroupRoot, "cgroup.controllers")); err == nil {
-		return filepath.Join(cgroupRoot, p), "cpu.weight", reapCPUWeight
+	h := reapHierarchy()
+	if h == cgroupRoot {
+		return filepath.Join(h, p), "cpu.weight", reapCPUWeight
 	}
-	return filepath.Join(cgroupRoot, "cpu", p), "cpu.shares", reapCPUShares
+	return filepath.Join(h, p), "cpu.shares", reapCPUShares
+}
+
+// reapHierarchy is the hierarchy the reap cgroup is made in: cgroup
+// v2's, else cgroup v1's cpu hierarchy.
+func reapHierarchy() string {
+	if _, err := os.Stat(filepath.Join(cgroupRoot, "cgroup.controllers")); err == nil {
+		return cgroupRoot
+	}
+	return filepath.Join(cgroupRoot, "cpu")
+}
+
+// checkHostHierarchy refuses h unless it is a cgroup hierarchy mounted
+// from its root (mountinfo's root field "/"). A container's cgroup v1
+// hierarchies are binds of the container's own cgroup (runc does so
+// without a cgroup namespace too, for a privileged container: a daemon
+// Pod's): a reap cgroup made there would be a child of the daemon
+// Pod's cgroup, and the shims moved into it the Pod's.
+func checkHostHierarchy(h string) error {
+	real, err := filepath.EvalSymlinks(h)
+	if err != nil {
+		return fmt.Errorf("the reap cgroup's hierarchy: %w", err)
+	}
+	ms, err := mountinfo.GetMounts(mountinfo.SingleEntryFilter(real))
+	if err != nil {
+		return fmt.Errorf("the reap cgroup's hierarchy: %w", err)
+	}
+	if len(ms) == 0 || (ms[len(ms)-1].FSType != "cgroup" && ms[len(ms)-1].FSType != "cgroup2") {
+		return fmt.Errorf("the reap cgroup's hierarchy %s: %w: not a cgroup mount", h, errdefs.ErrFailedPrecondition)
+	}
+	if m := ms[len(ms)-1]; m.Root != "/" {
+		return fmt.Errorf("the reap cgroup's hierarchy %s: %w: a view of the cgroup %s (a container's), not the host's cgroup root", h, errdefs.ErrFailedPrecondition, m.Root)
+	}
+	return nil
 }
 
 // shimOf returns a pidfd and the pid of the runtime shim of container

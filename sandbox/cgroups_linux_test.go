@@ -101,13 +101,59 @@ func TestEnsureReapCgroup(t *testing.T) {
 		require.NoError(t, unix.Rmdir(dir))
 	}
 
+	// A cgroup v2 hierarchy without the cpu controller (a hybrid host's:
+	// its controllers are v1's): an error.
 	root := t.TempDir()
-	require.NoError(t, os.WriteFile(filepath.Join(root, "cgroup.controllers"), []byte("memory pids\n"), 0o644))
-	require.NoError(t, os.WriteFile(filepath.Join(root, "cgroup.subtree_control"), nil, 0o644))
+	require.NoError(t, unix.Mount("none", root, "cgroup2", 0, ""))
+	t.Cleanup(func() { _ = unix.Unmount(root, unix.MNT_DETACH) })
+	if ctl, err := os.ReadFile(filepath.Join(root, "cgroup.controllers")); err == nil && !strings.Contains(string(ctl), "cpu") {
+		t.Cleanup(func() { _ = unix.Rmdir(filepath.Join(root, p)) })
+		old := cgroupRoot
+		cgroupRoot = root
+		err := ensureReapCgroup(p)
+		cgroupRoot = old
+		require.ErrorContains(t, err, "the reap cgroup")
+		require.ErrorIs(t, err, os.ErrNotExist)
+	}
+}
+
+// TestReapCgroupRefusesAContainersView: where the cgroup hierarchy is a
+// bind of one cgroup (a container's /sys/fs/cgroup on cgroup v1, a
+// daemon Pod's included; modelled by binding a cgroup of the host's cpu
+// hierarchy, or v2's), or no cgroup mount at all, no reap cgroup is made
+// and the shims stay where they are: made there it would be a child of
+// the daemon's own cgroup.
+func TestReapCgroupRefusesAContainersView(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root (cgroupfs)")
+	}
+	p := "/corral-unit-reapview-" + strconv.Itoa(os.Getpid())
+	pod := reapHierarchy() + p + "-pod"
+	require.NoError(t, os.MkdirAll(pod, 0o755))
+	t.Cleanup(func() { _ = unix.Rmdir(filepath.Join(pod, p)); _ = unix.Rmdir(pod) })
+	view := t.TempDir()
+	bound := view
+	if reapHierarchy() != cgroupRoot {
+		bound = filepath.Join(view, "cpu")
+		require.NoError(t, os.Mkdir(bound, 0o755))
+	}
+	require.NoError(t, unix.Mount(pod, bound, "", unix.MS_BIND, ""))
+	t.Cleanup(func() { _ = unix.Unmount(bound, unix.MNT_DETACH) })
 	old := cgroupRoot
-	cgroupRoot = root
+	cgroupRoot = view
 	t.Cleanup(func() { cgroupRoot = old })
 	err := ensureReapCgroup(p)
-	require.ErrorContains(t, err, "setting the reap cgroup's CPU share")
-	require.ErrorIs(t, err, os.ErrNotExist)
+	require.ErrorIs(t, err, errdefs.ErrFailedPrecondition)
+	require.ErrorContains(t, err, "not the host's cgroup root")
+	require.NoDirExists(t, filepath.Join(pod, p))
+
+	// No cgroup mount (a v1 host without the cpu hierarchy): an error,
+	// no directory made.
+	cgroupRoot = t.TempDir()
+	require.Error(t, ensureReapCgroup(p))
+	dir, _, _ := reapCgroupDir(p)
+	require.NoDirExists(t, dir)
+	require.NoError(t, os.Mkdir(filepath.Join(cgroupRoot, "cpu"), 0o755))
+	require.ErrorContains(t, ensureReapCgroup(p), "not a cgroup mount")
+	require.NoDirExists(t, dir)
 }
