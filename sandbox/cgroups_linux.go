@@ -260,7 +260,10 @@ func shimOf(pid int, id string) (int, int) {
 	}
 	cmd, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", ppid))
 	if err != nil || !strings.HasPrefix(filepath.Base(strings.SplitN(string(cmd), "\x00", 2)[0]), "containerd-shim") ||
-		!strings.Contains(string(cmd), "\x00-id\x00"+id+"\x00") {
+		!strings.Contains(string(cmd), "\x00-id\x00"+id+"\x00") ||
+		unix.PidfdSendSignal(fd, 0, nil, 0) != nil {
+		// Checked live after the read: the command line was the
+		// pidfd's process's, not a reused pid's.
 		unix.Close(fd)
 		return -1, 0
 	}

@@ -175,3 +175,47 @@ func TestKillCgroupProcsStaysInItsContainer(t *testing.T) {
 	require.NoError(t, longer.Process.Signal(syscall.Signal(0)), "c12's process was killed")
 	require.NoError(t, other.Process.Signal(syscall.Signal(0)), "another namespace's c1 process was killed")
 }
+
+// TestReapCgroupReadOnly: on a read-only cgroupfs the reap cgroup is
+// not made; moveToReapCgroup leaves the shim where it is and says so
+// once on the log.
+func TestReapCgroupReadOnly(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root (cgroupfs)")
+	}
+	h := reapHierarchy()
+	view := t.TempDir()
+	bound := view
+	if h != cgroupRoot {
+		bound = filepath.Join(view, "cpu")
+		require.NoError(t, os.Mkdir(bound, 0o755))
+	}
+	require.NoError(t, unix.Mount(h, bound, "", unix.MS_BIND, ""))
+	t.Cleanup(func() { _ = unix.Unmount(bound, unix.MNT_DETACH) })
+	require.NoError(t, unix.Mount("", bound, "", unix.MS_BIND|unix.MS_REMOUNT|unix.MS_RDONLY, ""))
+	old := cgroupRoot
+	cgroupRoot = view
+	t.Cleanup(func() { cgroupRoot = old })
+
+	p := "/corral-unit-reapro-" + strconv.Itoa(os.Getpid())
+	t.Cleanup(func() { _ = unix.Rmdir(filepath.Join(h, p)) })
+	require.ErrorIs(t, ensureReapCgroup(p), unix.EROFS)
+	require.NoDirExists(t, filepath.Join(h, p))
+
+	var log strings.Builder
+	e := &Executor{cfg: Config{ReapCgroup: p, Log: &log}}
+	proc := exec.Command("sleep", "60")
+	require.NoError(t, proc.Start())
+	t.Cleanup(func() { _ = proc.Process.Kill(); _ = proc.Wait() })
+	fd, err := unix.PidfdOpen(proc.Process.Pid, 0)
+	require.NoError(t, err)
+	defer unix.Close(fd)
+	before, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", proc.Process.Pid))
+	require.NoError(t, err)
+	e.moveToReapCgroup(fd, proc.Process.Pid)
+	e.moveToReapCgroup(fd, proc.Process.Pid)
+	after, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", proc.Process.Pid))
+	require.NoError(t, err)
+	require.Equal(t, string(before), string(after))
+	require.Equal(t, 1, strings.Count(log.String(), "shims stay in containerd's cgroup"), log.String())
+}
