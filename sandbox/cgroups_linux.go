@@ -220,7 +220,9 @@ func checkHostHierarchy(h string) error {
 	if err != nil {
 		return fmt.Errorf("the reap cgroup's hierarchy: %w", err)
 	}
-	ms, err := mountinfo.GetMounts(mountinfo.SingleEntryFilter(real))
+	// Every mount at real, the last (the one on top) is what a path
+	// under it reaches.
+	ms, err := mountinfo.GetMounts(func(m *mountinfo.Info) (skip, stop bool) { return m.Mountpoint != real, false })
 	if err != nil {
 		return fmt.Errorf("the reap cgroup's hierarchy: %w", err)
 	}

@@ -146,6 +146,15 @@ func TestReapCgroupRefusesAContainersView(t *testing.T) {
 	require.ErrorIs(t, err, errdefs.ErrFailedPrecondition)
 	require.ErrorContains(t, err, "not the host's cgroup root")
 	require.NoDirExists(t, filepath.Join(pod, p))
+	// The host's hierarchy mounted over the view (a hostPath of the
+	// node's /sys/fs/cgroup): the one on top counts.
+	require.NoError(t, unix.Mount(reapHierarchy0(old), bound, "", unix.MS_BIND, ""))
+	t.Cleanup(func() { _ = unix.Unmount(bound, unix.MNT_DETACH) })
+	t.Cleanup(func() { _ = unix.Rmdir(filepath.Join(reapHierarchy0(old), p)) })
+	require.NoError(t, ensureReapCgroup(p))
+	require.DirExists(t, filepath.Join(reapHierarchy0(old), p))
+	require.NoDirExists(t, filepath.Join(pod, p))
+	require.NoError(t, unix.Rmdir(filepath.Join(reapHierarchy0(old), p)))
 
 	// No cgroup mount (a v1 host without the cpu hierarchy): an error,
 	// no directory made.
@@ -156,4 +165,12 @@ func TestReapCgroupRefusesAContainersView(t *testing.T) {
 	require.NoError(t, os.Mkdir(filepath.Join(cgroupRoot, "cpu"), 0o755))
 	require.ErrorContains(t, ensureReapCgroup(p), "not a cgroup mount")
 	require.NoDirExists(t, dir)
+}
+
+// reapHierarchy0 is reapHierarchy for the cgroup root root.
+func reapHierarchy0(root string) string {
+	if _, err := os.Stat(filepath.Join(root, "cgroup.controllers")); err == nil {
+		return root
+	}
+	return filepath.Join(root, "cpu")
 }
