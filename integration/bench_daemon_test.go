@@ -62,7 +62,7 @@ func measureDaemonLatency(b testing.TB, rounds, burst int) daemonLatency {
 	require.NoError(b, err)
 	defer os.RemoveAll(dir)
 	state := dir + "/state"
-	d := startDaemon(b, state, dir+"/corral.sock")
+	d := startDaemon(b, state, dir+"/corral.sock", strings.Fields(os.Getenv("CORRAL_BENCH_DAEMON_FLAGS"))...)
 	defer d.stop(true)
 	c := client.New(d.sock)
 	defer c.Close()
@@ -253,7 +253,7 @@ func measureDaemonLoad(b testing.TB, sessions, calls int) daemonLoad {
 	require.NoError(b, err)
 	defer os.RemoveAll(dir)
 	state := dir + "/state"
-	d := startDaemon(b, state, dir+"/corral.sock")
+	d := startDaemon(b, state, dir+"/corral.sock", strings.Fields(os.Getenv("CORRAL_BENCH_DAEMON_FLAGS"))...)
 	defer d.stop(true)
 	c := client.New(d.sock)
 	defer c.Close()

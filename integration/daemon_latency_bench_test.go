@@ -18,7 +18,9 @@ import (
 // through the daemon, p50 <= 0.25x ctr). CORRAL_BENCH_ROUNDS (default 4)
 // and CORRAL_BENCH_BURST (default 20) change the rounds and the calls per
 // burst; CORRAL_BENCH_POOL_MAX_DEPTH=2 fixes the session's pool depth at
-// the docs profile's pool_depth (pools that do not grow, for comparison).
+// the docs profile's pool_depth (pools that do not grow, for comparison);
+// CORRAL_BENCH_DAEMON_FLAGS adds flags to the daemon's command line
+// (--reap-cgroup= leaves every shim in containerd's cgroup).
 //
 //	go test -run '^$' -bench BenchmarkDaemonBackToBack -benchtime 1x ./integration/
 func BenchmarkDaemonBackToBack(b *testing.B) {

@@ -169,61 +169,117 @@ func inCgroup(pid int, leaf string) bool {
 	return false
 }
 
-// DefaultAheadCgroup is the cgroup the shims of containers created ahead
-// of their calls join (Config.AheadCgroup).
-const DefaultAheadCgroup = "/corral-ahead"
+// DefaultReapCgroup is the cgroup the shims of containers being
+// destroyed move to (Config.ReapCgroup).
+const DefaultReapCgroup = "/corral-reap"
 
-// The ahead cgroup's CPU share: 1/16 of a default cgroup's (cgroup v1
+// The reap cgroup's CPU share: 1/16 of a default cgroup's (cgroup v1
 // cpu.shares defaults to 1024, cgroup v2 cpu.weight to 100; kernel
 // Documentation/admin-guide/cgroup-v1/cgroups.rst, cgroup-v2.rst). CPU
-// shares only order runnable work: an idle host gives the pool all it
-// asks for.
+// shares only order runnable work: an idle host gives the deletes all
+// they ask for.
 const (
-	aheadCPUShares = "64"
-	aheadCPUWeight = "6"
+	reapCPUShares = "64"
+	reapCPUWeight = "6"
 )
 
-// checkAheadCgroup refuses an ahead cgroup that is not an absolute,
+// checkReapCgroup refuses a reap cgroup that is not an absolute,
 // clean path ("" is none).
-func checkAheadCgroup(p string) error {
+func checkReapCgroup(p string) error {
 	if p == "" {
 		return nil
 	}
 	if !strings.HasPrefix(p, "/") || p == "/" || filepath.Clean(p) != p || strings.ContainsAny(p, "\n:,") {
-		return fmt.Errorf("ahead cgroup %q: %w: want an absolute, clean cgroup path such as %s", p, errdefs.ErrInvalidArgument, DefaultAheadCgroup)
+		return fmt.Errorf("reap cgroup %q: %w: want an absolute, clean cgroup path such as %s", p, errdefs.ErrInvalidArgument, DefaultReapCgroup)
 	}
 	return nil
 }
 
-// ensureAheadCgroup makes the cgroup p (checked by checkAheadCgroup) in
-// the cpu controller's hierarchy and sets its CPU share: cgroup v1's cpu
-// hierarchy (also on a hybrid host, where containerd's shim joins v1
-// hierarchies), else cgroup v2's, enabling the cpu controller in its
-// parent when needed. The shim joins p in every hierarchy where it
-// exists (containerd's cgroups.Load skips the others). An error means
-// the share cannot be set: the caller leaves the shims where they are.
-func ensureAheadCgroup(p string) error {
-	var dir, file, share string
-	if _, err := os.Stat(filepath.Join(cgroupRoot, "cgroup.controllers")); err == nil {
-		dir, file, share = filepath.Join(cgroupRoot, p), "cpu.weight", aheadCPUWeight
-	} else {
-		dir, file, share = filepath.Join(cgroupRoot, "cpu", p), "cpu.shares", aheadCPUShares
-	}
+// ensureReapCgroup makes the cgroup p (checked by checkReapCgroup) in
+// the cpu controller's hierarchy (reapCgroupDir) and sets its CPU share,
+// enabling cgroup v2's cpu controller in its parent when needed. It is
+// made again on each use: an operator may have removed it. An error
+// means the share cannot be set: the caller leaves the shims where they
+// are.
+func ensureReapCgroup(p string) error {
+	dir, file, share := reapCgroupDir(p)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("making the ahead cgroup: %w", err)
+		return fmt.Errorf("making the reap cgroup: %w", err)
 	}
 	err := writeCgroupFile(filepath.Join(dir, file), share)
 	if errors.Is(err, os.ErrNotExist) && file == "cpu.weight" {
 		// cgroup v2 without the cpu controller enabled for p's parent.
 		if werr := writeCgroupFile(filepath.Join(filepath.Dir(dir), "cgroup.subtree_control"), "+cpu"); werr != nil {
-			return fmt.Errorf("enabling the cpu controller for the ahead cgroup: %w", werr)
+			return fmt.Errorf("enabling the cpu controller for the reap cgroup: %w", werr)
 		}
 		err = writeCgroupFile(filepath.Join(dir, file), share)
 	}
 	if err != nil {
-		return fmt.Errorf("setting the ahead cgroup's CPU share: %w", err)
+		return fmt.Errorf("setting the reap cgroup's CPU share: %w", err)
 	}
 	return nil
+}
+
+// reapCgroupDir is where the reap cgroup p is: cgroup v2's, else
+// cgroup v1's cpu hierarchy (also on a hybrid host, whose v2 hierarchy
+// has no controllers), with the name of its CPU share file and the value
+// corral gives it.
+func reapCgroupDir(p string) (dir, file, share string) {
+	if _, err := os.Stat(filepath.Join(cgroupRoot, "cgroup.controllers")); err == nil {
+		return filepath.Join(cgroupRoot, p), "cpu.weight", reapCPUWeight
+	}
+	return filepath.Join(cgroupRoot, "cpu", p), "cpu.shares", reapCPUShares
+}
+
+// shimOf returns a pidfd and the pid of the runtime shim of container
+// id, found as the parent of its init process pid (the shim is a child
+// subreaper: runc's and crun's init is its child once the runtime's
+// create returned) and checked, after the pidfd is open, to be a shim
+// whose command line names id (containerd's runc v2 shim runs as
+// "containerd-shim-runc-v2 -namespace NS -id ID -address ..."); (-1, 0)
+// when it is not one (a gVisor sandbox's parent, a process gone).
+func shimOf(pid int, id string) (int, int) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return -1, 0
+	}
+	// pid (comm) state ppid ...: comm may hold spaces and parentheses.
+	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+	if len(f) < 2 {
+		return -1, 0
+	}
+	ppid, err := strconv.Atoi(f[1])
+	if err != nil || ppid <= 1 {
+		return -1, 0
+	}
+	fd, err := unix.PidfdOpen(ppid, 0)
+	if err != nil {
+		return -1, 0
+	}
+	cmd, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", ppid))
+	if err != nil || !strings.HasPrefix(filepath.Base(strings.SplitN(string(cmd), "\x00", 2)[0]), "containerd-shim") ||
+		!strings.Contains(string(cmd), "\x00-id\x00"+id+"\x00") {
+		unix.Close(fd)
+		return -1, 0
+	}
+	return fd, ppid
+}
+
+// moveToReapCgroup moves the process pid, whose pidfd is fd, into the
+// executor's reap cgroup, unless it is gone (the pidfd says so, so a
+// reused pid is never moved) or the cgroup cannot be made (said once).
+func (e *Executor) moveToReapCgroup(fd, pid int) {
+	if err := ensureReapCgroup(e.cfg.ReapCgroup); err != nil {
+		e.reapOnce.Do(func() {
+			fmt.Fprintf(e.cfg.Log, "corral: %v; shims stay in containerd's cgroup\n", oneLine(err))
+		})
+		return
+	}
+	if unix.PidfdSendSignal(fd, 0, nil, 0) != nil {
+		return
+	}
+	dir, _, _ := reapCgroupDir(e.cfg.ReapCgroup)
+	_ = writeCgroupFile(filepath.Join(dir, "cgroup.procs"), strconv.Itoa(pid))
 }
 
 // writeCgroupFile writes v to the cgroup interface file p, which must

@@ -66,35 +66,35 @@ func TestRemoveCgroups(t *testing.T) {
 	require.NoError(t, removeCgroups(ns, id, time.Second), "nothing left is no error")
 }
 
-// TestCheckAheadCgroup: only an absolute, clean path other than the root
-// is an ahead cgroup; "" is none.
-func TestCheckAheadCgroup(t *testing.T) {
-	for _, ok := range []string{"", DefaultAheadCgroup, "/corral/ahead"} {
-		require.NoError(t, checkAheadCgroup(ok), ok)
+// TestCheckReapCgroup: only an absolute, clean path other than the root
+// is an reap cgroup; "" is none.
+func TestCheckReapCgroup(t *testing.T) {
+	for _, ok := range []string{"", DefaultReapCgroup, "/corral/ahead"} {
+		require.NoError(t, checkReapCgroup(ok), ok)
 	}
 	for _, bad := range []string{"/", "corral-ahead", "/a/../b", "/a/", "/a//b", "/a:b", "/a,b", "/a\nb"} {
-		err := checkAheadCgroup(bad)
+		err := checkReapCgroup(bad)
 		require.ErrorIs(t, err, errdefs.ErrInvalidArgument, bad)
 		require.ErrorContains(t, err, "want an absolute, clean cgroup path", bad)
 	}
 }
 
-// TestEnsureAheadCgroup: on the host's cgroupfs the ahead cgroup is made
+// TestEnsureReapCgroup: on the host's cgroupfs the reap cgroup is made
 // in the cpu controller's hierarchy with 1/16 of the default CPU share,
 // again after it was removed; on a cgroup v2 tree without the cpu
 // controller for it (a directory standing for one) it is an error.
-func TestEnsureAheadCgroup(t *testing.T) {
+func TestEnsureReapCgroup(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root (cgroupfs)")
 	}
-	p := "/corral-unit-ahead-" + strconv.Itoa(os.Getpid())
-	dir, file, want := filepath.Join(cgroupRoot, "cpu", p), "cpu.shares", aheadCPUShares
+	p := "/corral-unit-reap-" + strconv.Itoa(os.Getpid())
+	dir, file, want := filepath.Join(cgroupRoot, "cpu", p), "cpu.shares", reapCPUShares
 	if _, err := os.Stat(filepath.Join(cgroupRoot, "cgroup.controllers")); err == nil {
-		dir, file, want = filepath.Join(cgroupRoot, p), "cpu.weight", aheadCPUWeight
+		dir, file, want = filepath.Join(cgroupRoot, p), "cpu.weight", reapCPUWeight
 	}
 	t.Cleanup(func() { _ = unix.Rmdir(dir) })
 	for range 2 {
-		require.NoError(t, ensureAheadCgroup(p))
+		require.NoError(t, ensureReapCgroup(p))
 		got, err := os.ReadFile(filepath.Join(dir, file))
 		require.NoError(t, err)
 		require.Equal(t, want, strings.TrimSpace(string(got)))
@@ -107,8 +107,8 @@ func TestEnsureAheadCgroup(t *testing.T) {
 	old := cgroupRoot
 	cgroupRoot = root
 	t.Cleanup(func() { cgroupRoot = old })
-	err := ensureAheadCgroup(p)
-	require.ErrorContains(t, err, "setting the ahead cgroup's CPU share")
+	err := ensureReapCgroup(p)
+	require.ErrorContains(t, err, "setting the reap cgroup's CPU share")
 	require.ErrorIs(t, err, os.ErrNotExist)
 }
 

@@ -53,15 +53,14 @@ type Config struct {
 	// the depth bursts grew it to before it shrinks back to pool_depth;
 	// 0 means DefaultPoolIdle.
 	PoolIdle time.Duration
-	// AheadCgroup is the cgroup, a path from the cgroup root such as
-	// DefaultAheadCgroup, that the shim of each container created ahead
-	// of its call joins (containerd's runc v2 shim option ShimCgroup; the
-	// runtime's create, start and delete run as the shim's children),
-	// with 1/16 of a default cgroup's CPU share: the pool's refills and
-	// its destroys yield the CPU to calls. The containers themselves run
-	// in their own cgroups. "" leaves the shims where containerd starts
-	// them; so does a host where corral cannot set a cgroup's CPU share.
-	AheadCgroup string
+	// ReapCgroup is a cgroup, a path from the cgroup root such as
+	// DefaultReapCgroup, with 1/16 of a default cgroup's CPU share: a
+	// container's shim moves there when the container is destroyed, so
+	// that the runtime's delete (run by the shim) and the shim's exit,
+	// work no call waits for, yield the CPU to calls and to the pools'
+	// refills. "" leaves the shims where containerd starts them; so does
+	// a host where corral cannot set a cgroup's CPU share.
+	ReapCgroup string
 	// AuditFile, when set, receives a copy of the audit events, which
 	// always go to StateDir/audit.log.
 	AuditFile string
@@ -93,8 +92,8 @@ type Executor struct {
 	// imgParent is img's chain ID (runtimeParts.parent).
 	imgParent string
 
-	// aheadOnce says once that the ahead cgroup cannot be used.
-	aheadOnce sync.Once
+	// reapOnce says once that the reap cgroup cannot be used.
+	reapOnce sync.Once
 
 	initOnce sync.Mutex
 	init     string // see initBinary
@@ -168,7 +167,7 @@ func New(ctx context.Context, cfg Config) (*Executor, error) {
 	if !filepath.IsAbs(cfg.StateDir) || strings.ContainsAny(cfg.StateDir, ":,\n") {
 		return nil, fmt.Errorf("state directory %q: %w: want an absolute path without ':', ',' or newlines", cfg.StateDir, errdefs.ErrInvalidArgument)
 	}
-	if err := checkAheadCgroup(cfg.AheadCgroup); err != nil {
+	if err := checkReapCgroup(cfg.ReapCgroup); err != nil {
 		return nil, err
 	}
 	oci, err := resolveRuntime(cfg.Runtime, cfg.RuntimeBinary, cfg.StateDir)

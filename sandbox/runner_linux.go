@@ -129,11 +129,10 @@ type container struct {
 	lease     leases.Lease
 	created   time.Time
 	started   bool // started ahead: ctlFile is a FIFO its init waits on
-	// aheadShim: its shim (and the runtime the shim runs) is in the
-	// executor's ahead cgroup, at a low CPU share; start kills the
-	// container's processes itself at a limit rather than wait for the
-	// shim (Config.AheadCgroup).
-	aheadShim bool
+	// shim is its runtime shim's pidfd and pid (shimOf), or -1: destroy
+	// moves the shim into the executor's reap cgroup before the delete
+	// (Config.ReapCgroup).
+	shimFD, shimPid int
 	// exited: wait received the task's exit status, so the task is
 	// stopped and destroy deletes it without killing it first.
 	exited bool
@@ -190,10 +189,8 @@ func (r *runner) reqDir(id string) string { return filepath.Join(r.layout.Req, i
 // create makes a container from its plan, on the image the executor
 // resolved once (a fresh writable snapshot, so runc can make the mount
 // points any image lacks; the spec's root is read-only). It connects to
-// containerd if this is the executor's first need of it. A container
-// made ahead of its call (ahead) has its shim in the ahead cgroup when
-// the executor has one (Config.AheadCgroup).
-func (r *runner) create(ctx context.Context, ahead bool) (_ *container, retErr error) {
+// containerd if this is the executor's first need of it.
+func (r *runner) create(ctx context.Context) (_ *container, retErr error) {
 	e := r.e
 	rt, err := e.runtime(ctx)
 	if err != nil {
@@ -218,7 +215,7 @@ func (r *runner) create(ctx context.Context, ahead bool) (_ *container, retErr e
 		return nil, e.wrapContainerd("creating a lease", err)
 	}
 	ctx = leases.WithLease(ctx, l.ID)
-	c := &container{id: id, lease: l, ctlFile: filepath.Join(r.reqDir(id), filepath.Base(initctl.RequestFile)), created: now}
+	c := &container{id: id, lease: l, ctlFile: filepath.Join(r.reqDir(id), filepath.Base(initctl.RequestFile)), created: now, shimFD: -1}
 	defer func() {
 		if retErr != nil {
 			r.destroy(c)
@@ -236,15 +233,10 @@ func (r *runner) create(ctx context.Context, ahead bool) (_ *container, retErr e
 	if err := os.Chmod(r.reqDir(id), 0o755); err != nil {
 		return nil, fmt.Errorf("making the request directory: %w", err)
 	}
-	shimCgroup := ""
-	if ahead {
-		shimCgroup = e.aheadCgroup()
-	}
-	c.aheadShim = shimCgroup != ""
 	cc, err := rt.client.NewContainer(ctx, id,
 		withNewSnapshot(id, rt),
 		containerd.WithContainerLabels(labels),
-		e.withRuntime(shimCgroup),
+		e.withRuntime(),
 		containerd.WithNewSpec(e.oci.spec(specOpts(r.planFor(id, rt.init)))...),
 	)
 	if err != nil {
@@ -264,6 +256,9 @@ func (r *runner) create(ctx context.Context, ahead bool) (_ *container, retErr e
 		return nil, e.wrapContainerd("creating task "+id, err)
 	}
 	c.task = task
+	if e.cfg.ReapCgroup != "" {
+		c.shimFD, c.shimPid = shimOf(int(task.Pid()), id)
+	}
 	// Wait before Start, so the exit can never be missed.
 	if c.statusC, err = task.Wait(ctx); err != nil {
 		return nil, e.wrapContainerd("waiting on task "+id, err)
@@ -277,7 +272,7 @@ func (r *runner) create(ctx context.Context, ahead bool) (_ *container, retErr e
 // call's request (send). Until then the container runs nothing but
 // corral-init, under every confinement of the spec.
 func (r *runner) createAhead(ctx context.Context) (_ *container, retErr error) {
-	c, err := r.create(ctx, true)
+	c, err := r.create(ctx)
 	if err != nil || !r.e.oci.info.StartAhead {
 		return c, err
 	}
@@ -397,6 +392,13 @@ func (r *runner) destroy(c *container) {
 	defer cancel()
 	lctx := leases.WithLease(ctx, c.lease.ID)
 	taskDeleted := false
+	if c.shimFD >= 0 {
+		// The runtime's delete and the shim's exit are nobody's call:
+		// they yield the CPU to calls.
+		e.moveToReapCgroup(c.shimFD, c.shimPid)
+		unix.Close(c.shimFD)
+		c.shimFD = -1
+	}
 	if c.task != nil {
 		// A created but never started task cannot be deleted directly:
 		// it is killed first. A task whose exit wait received is stopped
@@ -564,11 +566,12 @@ func (r *runner) wait(ctx context.Context, c *container, argv []string, data []b
 			res.LimitsHit = append(res.LimitsHit, limit)
 		}
 		// SIGKILL to every process: no process in the container can
-		// catch it, corral-init included. A shim at a low CPU share
-		// may be slow to run the runtime's kill on a busy host: the
-		// processes of the container's cgroups are killed here too, at
-		// once; the shim still reports the exit.
-		if c.aheadShim {
+		// catch it, corral-init included. The shim runs the runtime's
+		// kill, which a busy host can delay by seconds: where the
+		// container's cgroups hold its own processes (runc, crun; not a
+		// gVisor sandbox) they are killed here too, at once; the shim
+		// still reports the exit.
+		if r.e.oci.info.StartAhead {
 			for _, d := range cgroupDirs(r.e.cfg.Namespace, c.id) {
 				killCgroupProcs(d, "/"+r.e.cfg.Namespace+"/"+c.id)
 			}

@@ -103,15 +103,14 @@ func (e *Executor) Runtime() (RuntimeInfo, string) { return e.oci.info, e.oci.bi
 
 // withRuntime sets the container's runtime: the shim and, for the runc v2
 // shim, its options (state root, binary; the wrapper, installed on first
-// use, for a runtime with flags; the cgroup the shim joins, shimCgroup,
-// unless "").
-func (e *Executor) withRuntime(shimCgroup string) containerd.NewContainerOpts {
+// use, for a runtime with flags).
+func (e *Executor) withRuntime() containerd.NewContainerOpts {
 	return func(ctx context.Context, client *containerd.Client, c *containers.Container) error {
 		r := e.oci
 		if r.info.Shim != RuncShim {
 			return containerd.WithRuntime(r.info.Shim, nil)(ctx, client, c)
 		}
-		opts := &options.Options{Root: r.root, BinaryName: r.binary, ShimCgroup: shimCgroup}
+		opts := &options.Options{Root: r.root, BinaryName: r.binary}
 		if r.info.Wrapped() {
 			p, err := r.wrapperPath(e.cfg.StateDir)
 			if err != nil {
@@ -121,25 +120,6 @@ func (e *Executor) withRuntime(shimCgroup string) containerd.NewContainerOpts {
 		}
 		return containerd.WithRuntime(r.info.Shim, opts)(ctx, client, c)
 	}
-}
-
-// aheadCgroup returns the cgroup the shim of a container made ahead of
-// its call joins: Config.AheadCgroup, made and given its CPU share on
-// each use (an operator may have removed it), or "" when there is none,
-// the runtime's shim takes no such option (only the runc v2 shim's
-// options have ShimCgroup), or the share cannot be set (said once on the
-// log).
-func (e *Executor) aheadCgroup() string {
-	if e.cfg.AheadCgroup == "" || e.oci.info.Shim != RuncShim {
-		return ""
-	}
-	if err := ensureAheadCgroup(e.cfg.AheadCgroup); err != nil {
-		e.aheadOnce.Do(func() {
-			fmt.Fprintf(e.cfg.Log, "corral: %v; the shims of containers made ahead stay in containerd's cgroup\n", oneLine(err))
-		})
-		return ""
-	}
-	return e.cfg.AheadCgroup
 }
 
 // spec appends the runtime's own spec options to opts, to run after

@@ -475,7 +475,7 @@ func (s *Session) call(ctx context.Context, req initctl.Request, stdout, stderr 
 	c := s.pool.take()
 	if c == nil {
 		var err error
-		if c, err = s.runner.create(ctx, false); err != nil {
+		if c, err = s.runner.create(ctx); err != nil {
 			return nil, err
 		}
 	}
@@ -493,7 +493,7 @@ func (s *Session) call(ctx context.Context, req initctl.Request, stdout, stderr 
 				s.pool.drain()
 			}
 		}(c)
-		if c, err = s.runner.create(ctx, false); err != nil {
+		if c, err = s.runner.create(ctx); err != nil {
 			return nil, err
 		}
 		res, err = s.runner.start(ctx, c, req, stdout, stderr)

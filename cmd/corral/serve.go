@@ -73,7 +73,7 @@ error, -32600 invalid request) and the server goes on serving.`,
 			}
 			cfg := g.config(stderr)
 			cfg.Cold = false // a server prepares each next container before the call
-			cfg.AheadCgroup = sandbox.DefaultAheadCgroup
+			cfg.ReapCgroup = sandbox.DefaultReapCgroup
 			exec, err := sandbox.New(ctx, cfg)
 			if err != nil {
 				return &exitError{code: exitFailed, err: err}

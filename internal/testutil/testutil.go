@@ -142,8 +142,8 @@ func ExecutorWith(t testing.TB, opts ...func(*sandbox.Config)) *sandbox.Executor
 	t.Helper()
 	RequireContainerd(t)
 	ctx := context.Background()
-	// The ahead cgroup as the daemon and the MCP server use it.
-	cfg := sandbox.Config{Namespace: Namespace, StateDir: StateDir(t), Image: TestImageRef, AheadCgroup: sandbox.DefaultAheadCgroup}
+	// The reap cgroup as the daemon and the MCP server use it.
+	cfg := sandbox.Config{Namespace: Namespace, StateDir: StateDir(t), Image: TestImageRef, ReapCgroup: sandbox.DefaultReapCgroup}
 	for _, o := range opts {
 		o(&cfg)
 	}

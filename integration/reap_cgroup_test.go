@@ -1,0 +1,248 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/corral-sandbox/corral/internal/testutil"
+	"github.com/corral-sandbox/corral/profiles"
+	"github.com/corral-sandbox/corral/sandbox"
+	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
+)
+
+// TestShimsYieldTheCPUWhenDestroyed: a container's shim stays where
+// containerd starts it while the container waits and runs its call, and
+// moves into the reap cgroup, at 1/16 of the default CPU share, when the
+// container is destroyed (the runtime's delete, which the shim runs, is
+// nobody's call); the container's own processes never join it. Seen by
+// stopping (SIGSTOP) the shims of a session's waiting containers and
+// closing the session: the first destroy moves its shim, then waits for
+// it. And on a runtime whose container cgroup holds the container's own
+// processes (runc, crun) a canceled call and a call over its timeout are
+// killed without the shim: with every shim of the session stopped, the
+// tools die at once; their results come when the shims run again. Before
+// the supervisor killed the container's cgroups itself, a canceled
+// call's tool ran on until the shim did (corral-init enforces the
+// deadline on its own).
+func TestShimsYieldTheCPUWhenDestroyed(t *testing.T) {
+	forEachRuntime(t, func(t *testing.T, rt testRuntime) {
+		cg := fmt.Sprintf("/corral-it-reap-%d-%s", os.Getpid(), rt.name)
+		dir, file, share := filepath.Join("/sys/fs/cgroup/cpu", cg), "cpu.shares", "64"
+		if _, err := os.Stat("/sys/fs/cgroup/cgroup.controllers"); err == nil {
+			dir, file, share = filepath.Join("/sys/fs/cgroup", cg), "cpu.weight", "6"
+		}
+		t.Cleanup(func() { removeCgroupDir(t, dir) })
+		e := rt.executor(t, func(c *sandbox.Config) { c.ReapCgroup = cg })
+		ctx := e.Context(context.Background())
+		s := newSessionOn(t, e, hiddenRepo(t), withResources(t, profiles.Resources{Timeout: "3s"}))
+		run(t, s, "ls")
+		s.Idle()
+
+		cs, err := e.Client().Containers(ctx, fmt.Sprintf("labels.%q==%s", sandbox.LabelSession, s.ID))
+		require.NoError(t, err)
+		var ahead []string
+		for _, c := range cs {
+			task, err := c.Task(ctx, nil)
+			if err != nil {
+				continue
+			}
+			if st, err := task.Status(ctx); err == nil && st.Status == aheadStatus(t, rt) {
+				ahead = append(ahead, c.ID())
+			}
+		}
+		require.GreaterOrEqual(t, len(ahead), 2, "the pool made fewer than two containers ahead")
+		shims := shimsOf(t, "corral-"+s.ID+"-")
+		var stopped []int
+		for _, id := range ahead {
+			pid, ok := shims[id]
+			require.True(t, ok, "no shim found for container %s (shims: %v)", id, shims)
+			require.NotContains(t, procCgroups(t, pid), cg, "the shim of %s, waiting, is in the reap cgroup", id)
+			for _, p := range containerPids(t, testutil.Namespace, id) {
+				require.NotContains(t, procCgroups(t, p), cg, "process %d of container %s is in the reap cgroup", p, id)
+			}
+			stopped = append(stopped, pid)
+		}
+
+		// Every shim of the session stopped.
+		for _, pid := range stopped {
+			require.NoError(t, syscall.Kill(pid, syscall.SIGSTOP))
+		}
+		resumed := false
+		resume := func() {
+			if !resumed {
+				resumed = true
+				for _, pid := range stopped {
+					_ = syscall.Kill(pid, syscall.SIGCONT)
+				}
+			}
+		}
+		t.Cleanup(resume)
+		if info, err := sandbox.LookupRuntime(rt.name); err == nil && info.StartAhead {
+			killedWithoutShim(t, s, ahead, stopped)
+			resumed = false
+			for _, pid := range stopped {
+				require.NoError(t, syscall.Kill(pid, syscall.SIGSTOP))
+			}
+		}
+
+		// Closing the session destroys the waiting containers: the first
+		// destroy moves its (stopped) shim, then waits for its delete.
+		closed := make(chan error, 1)
+		go func() { closed <- s.Close() }()
+		require.Eventually(t, func() bool {
+			for _, pid := range stopped {
+				if slices.Contains(procCgroups(t, pid), cg) {
+					return true
+				}
+			}
+			return false
+		}, 10*time.Second, 20*time.Millisecond, "no shim of a destroyed container moved to the reap cgroup %s", cg)
+		got, err := os.ReadFile(filepath.Join(dir, file))
+		require.NoError(t, err)
+		require.Equal(t, share, strings.TrimSpace(string(got)))
+		resume()
+		require.NoError(t, <-closed)
+	})
+}
+
+// killedWithoutShim runs two calls in s while the shims stopped are
+// stopped and checks their tools die at once: one canceled by its
+// client, one over its 3s deadline. It resumes the shims to collect the
+// results.
+func killedWithoutShim(t *testing.T, s *sandbox.Session, ids []string, stopped []int) {
+	t.Helper()
+	type outcome struct {
+		res *sandbox.Result
+		err error
+	}
+	call := func(ctx context.Context) chan outcome {
+		done := make(chan outcome, 1)
+		go func() {
+			r, err := testutil.ExecWithoutPolicy(ctx, s, []string{"probe", "sleep", "60s"}, nil, nil)
+			done <- outcome{r, err}
+		}()
+		return done
+	}
+	sleepers := func() []int { return processesNamed(t, testutil.Namespace, ids, "probe") }
+
+	// The client goes away (its context ends).
+	cctx, cancel := context.WithCancel(context.Background())
+	canceled := call(cctx)
+	require.Eventually(t, func() bool { return len(sleepers()) == 1 }, 3*time.Second, 20*time.Millisecond,
+		"the canceled call's tool never ran (shims stopped: %v)", stopped)
+	cancel()
+	require.Eventually(t, func() bool { return len(sleepers()) == 0 }, 2*time.Second, 20*time.Millisecond,
+		"the tool of a canceled call outlived the cancel by 2s while its shim was stopped")
+
+	// Over the deadline (3s): killed at it.
+	start := time.Now()
+	timedOut := call(context.Background())
+	require.Eventually(t, func() bool { return len(sleepers()) == 1 }, 3*time.Second, 20*time.Millisecond,
+		"the second call's tool never ran")
+	require.Eventually(t, func() bool { return len(sleepers()) == 0 }, 6*time.Second, 50*time.Millisecond,
+		"the tool outlived its 3s deadline by 3s while its shim was stopped")
+	require.Less(t, time.Since(start), 7*time.Second)
+	for _, pid := range stopped {
+		_ = syscall.Kill(pid, syscall.SIGCONT)
+	}
+	<-canceled
+	o := <-timedOut
+	require.NoError(t, o.err)
+	require.Equal(t, []string{sandbox.LimitTimeout}, o.res.LimitsHit)
+	require.Equal(t, 137, o.res.ExitCode)
+}
+
+// shimsOf maps the container id of each runc v2 shim whose -id starts
+// with prefix to its pid.
+func shimsOf(t *testing.T, prefix string) map[string]int {
+	t.Helper()
+	shims := map[string]int{}
+	procs, err := os.ReadDir("/proc")
+	require.NoError(t, err)
+	for _, p := range procs {
+		pid, err := strconv.Atoi(p.Name())
+		if err != nil {
+			continue
+		}
+		cmd, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+		if err != nil || !strings.HasPrefix(filepath.Base(strings.SplitN(string(cmd), "\x00", 2)[0]), "containerd-shim") {
+			continue
+		}
+		args := strings.Split(string(cmd), "\x00")
+		for i, a := range args {
+			if a == "-id" && i+1 < len(args) && strings.HasPrefix(args[i+1], prefix) {
+				shims[args[i+1]] = pid
+			}
+		}
+	}
+	return shims
+}
+
+// containerPids lists the processes of container id's cgroup in the pids
+// hierarchy (cgroup v1) or cgroup v2's.
+func containerPids(t *testing.T, ns, id string) []int {
+	t.Helper()
+	var pids []int
+	for _, d := range []string{filepath.Join("/sys/fs/cgroup/pids", ns, id), filepath.Join("/sys/fs/cgroup", ns, id)} {
+		data, err := os.ReadFile(filepath.Join(d, "cgroup.procs"))
+		if err != nil {
+			continue
+		}
+		for _, f := range strings.Fields(string(data)) {
+			pid, _ := strconv.Atoi(f)
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// processesNamed lists the processes named comm in the cgroups of the
+// containers ids.
+func processesNamed(t *testing.T, ns string, ids []string, comm string) []int {
+	t.Helper()
+	var found []int
+	for _, id := range ids {
+		for _, pid := range containerPids(t, ns, id) {
+			b, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
+			if err == nil && strings.TrimSpace(string(b)) == comm {
+				found = append(found, pid)
+			}
+		}
+	}
+	return found
+}
+
+var cgroupLine = regexp.MustCompile(`(?m)^\d+:[^:]*:(.*)$`)
+
+// procCgroups is the cgroup paths of process pid, one per hierarchy.
+func procCgroups(t *testing.T, pid int) []string {
+	t.Helper()
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
+	if err != nil {
+		return nil
+	}
+	var paths []string
+	for _, m := range cgroupLine.FindAllStringSubmatch(string(data), -1) {
+		paths = append(paths, m[1])
+	}
+	return paths
+}
+
+// removeCgroupDir removes the test's reap cgroup once its shims are
+// gone.
+func removeCgroupDir(t *testing.T, dir string) {
+	require.Eventually(t, func() bool {
+		err := unix.Rmdir(dir)
+		return err == nil || os.IsNotExist(err)
+	}, 10*time.Second, 50*time.Millisecond, "the reap cgroup %s never emptied", dir)
+}
