@@ -134,7 +134,7 @@ func (e *Executor) GC(ctx context.Context, force bool) (*GCReport, error) {
 	if _, err := e.Connect(ctx); err != nil {
 		errs = append(errs, err)
 	} else {
-		r, err := e.sweepContainers(ctx, force)
+		r, err := e.sweepContainers(ctx, force, cgroupSettle)
 		rep.add(r)
 		errs = append(errs, err)
 	}
@@ -155,10 +155,20 @@ func (e *Executor) SweepContainers(ctx context.Context) (*GCReport, error) {
 	if _, err := e.Connect(ctx); err != nil {
 		return &GCReport{}, err
 	}
-	return e.sweepContainers(ctx, false)
+	return e.sweepContainers(ctx, false, strayCgroupWait)
 }
 
-func (e *Executor) sweepContainers(ctx context.Context, force bool) (*GCReport, error) {
+// strayCgroupWait bounds how long the sweeps of a start and of the daemon
+// (SweepContainers) wait for each cgroup no record names (sweepCgroups)
+// to go once what ran in it is killed; gc waits cgroupSettle. A cgroup
+// that stays (a process out of this process's reach: another pid
+// namespace, uninterruptible sleep) then costs each start that much, not
+// cgroupSettle; the next sweep tries again.
+const strayCgroupWait = 250 * time.Millisecond
+
+// sweepContainers is SweepContainers (force: every container, as GC
+// --force), waiting at most cgroupWait for each cgroup no record names.
+func (e *Executor) sweepContainers(ctx context.Context, force bool, cgroupWait time.Duration) (*GCReport, error) {
 	ctx = e.Context(ctx)
 	rep := &GCReport{}
 	filter := fmt.Sprintf("labels.%q==corral,labels.%q==%q", LabelOwner, LabelStateDir, e.cfg.StateDir)
@@ -208,7 +218,7 @@ func (e *Executor) sweepContainers(ctx context.Context, force bool) (*GCReport, 
 		rep.Leases = append(rep.Leases, l.ID)
 	}
 	rep.FIFODirs = e.sweepFIFOs(live, reaped, now)
-	cgroups, err := e.sweepCgroups(ctx)
+	cgroups, err := e.sweepCgroups(ctx, cgroupWait)
 	rep.Cgroups = cgroups
 	errs = append(errs, err)
 	return rep, errors.Join(errs...)
@@ -228,7 +238,8 @@ func (e *Executor) sweepContainers(ctx context.Context, force bool) (*GCReport, 
 // is gone; a task whose record is gone but whose shim lives is
 // sweepOrphanShims's (which another state directory's corral may own);
 // and each record is looked up once more just before its cgroups go.
-func (e *Executor) sweepCgroups(ctx context.Context) ([]string, error) {
+// Each cgroup is waited for at most wait (removeCgroups).
+func (e *Executor) sweepCgroups(ctx context.Context, wait time.Duration) ([]string, error) {
 	ids := cgroupIDs(e.cfg.Namespace)
 	if len(ids) == 0 {
 		return nil, nil
@@ -249,7 +260,7 @@ func (e *Executor) sweepCgroups(ctx context.Context) ([]string, error) {
 		if _, err := e.client.LoadContainer(ctx, id); !errdefs.IsNotFound(err) {
 			continue // made since the listing, or containerd did not say
 		}
-		if err := removeCgroups(e.cfg.Namespace, id, cgroupSettle); err != nil {
+		if err := removeCgroups(e.cfg.Namespace, id, wait); err != nil {
 			errs = append(errs, err)
 			continue
 		}
