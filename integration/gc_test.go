@@ -355,7 +355,7 @@ func runtimeLeftovers(t *testing.T, rt testRuntime, state, id string) []string {
 // before corral's cleanup after it: one holding a process (killed) and
 // one empty, in each hierarchy they are in; the cgroups of a running
 // call's container (another session) are untouched and its call ends as
-// it would have.
+// it would have. A start's sweep (Connect) removes such a cgroup too.
 func TestGCStrayCgroups(t *testing.T) {
 	forEachRuntime(t, testGCStrayCgroups)
 }
@@ -457,6 +457,23 @@ func testGCStrayCgroups(t *testing.T, rt testRuntime) {
 	require.NoError(t, out.err)
 	require.Equal(t, 0, out.res.ExitCode, "the call that ran during gc: %+v", out.res)
 	require.Empty(t, out.res.LimitsHit)
+
+	// The sweep of every start (Connect) removes them too, and the next
+	// gc of that executor reports them.
+	third := "corral-" + fake + "-3"
+	for _, d := range strayCgroupDirs(third) {
+		require.NoError(t, os.MkdirAll(d, 0o755))
+		made = append(made, d)
+	}
+	next := rt.executor(t)
+	_, err = next.Connect(context.Background())
+	require.NoError(t, err)
+	for _, d := range strayCgroupDirs(third) {
+		require.NoDirExists(t, d, "a stray cgroup after a start's sweep")
+	}
+	rep, err = next.GC(context.Background(), false)
+	require.NoError(t, err)
+	require.Contains(t, rep.Cgroups, third, "gc's report, with its start's sweep: %+v", rep)
 }
 
 // strayCgroupDirs is where TestGCStrayCgroups makes the cgroups of the
