@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -28,6 +29,41 @@ var cgroupRoot = "/sys/fs/cgroup"
 func cgroupDirs(ns, id string) []string {
 	dirs, _ := filepath.Glob(filepath.Join(cgroupRoot, "*", ns, id))
 	return append(dirs, filepath.Join(cgroupRoot, ns, id))
+}
+
+// containerIDPattern is the form of a corral container's id,
+// corral-<session>-<n> (runner.newID: a session id, sessionIDPattern, and
+// a decimal).
+var containerIDPattern = regexp.MustCompile(`^corral-[0-9a-f]{12}-[0-9]{1,20}$`)
+
+// isContainerID reports whether name is a corral container's id.
+func isContainerID(name string) bool { return containerIDPattern.MatchString(name) }
+
+// cgroupIDs returns the names of the cgroups directly under the
+// namespace ns's cgroup (in any cgroup v1 hierarchy, or cgroup v2's: the
+// places cgroupDirs names) that are corral container ids; nothing for a
+// namespace that is not a single path component.
+func cgroupIDs(ns string) map[string]bool {
+	ids := map[string]bool{}
+	if ns == "" || ns == "." || ns == ".." || strings.ContainsRune(ns, '/') {
+		return ids
+	}
+	parents := []string{filepath.Join(cgroupRoot, ns)}
+	hierarchies, _ := os.ReadDir(cgroupRoot)
+	for _, h := range hierarchies {
+		if h.IsDir() {
+			parents = append(parents, filepath.Join(cgroupRoot, h.Name(), ns))
+		}
+	}
+	for _, p := range parents {
+		entries, _ := os.ReadDir(p)
+		for _, e := range entries {
+			if e.IsDir() && isContainerID(e.Name()) {
+				ids[e.Name()] = true
+			}
+		}
+	}
+	return ids
 }
 
 // removeCgroups removes the cgroups of container id once its task is

@@ -174,3 +174,51 @@ func reapHierarchy0(root string) string {
 	}
 	return filepath.Join(root, "cpu")
 }
+
+// TestCgroupIDs: gc's cgroup sweep lists only the cgroups directly under
+// its namespace (in any v1 hierarchy, or v2's) whose name is a corral
+// container's id, corral-<12 hex>-<decimal>: never another namespace's,
+// a nested one, or a name of another form.
+func TestCgroupIDs(t *testing.T) {
+	for name, want := range map[string]bool{
+		"corral-0123456789ab-1":                    true,
+		"corral-0123456789ab-18446744073709551615": true,
+		"corral-x":                                  false,
+		"corral-0123456789ab":                       false,
+		"corral-0123456789ab-":                      false,
+		"corral-0123456789ab-1a":                    false,
+		"corral-0123456789AB-1":                     false,
+		"corral-0123456789abc-1":                    false,
+		"corral-0123456789ab-1-2":                   false,
+		"corral-ahead":                              false,
+		"TestGC-corral-0123456789ab-1":              false,
+		"corral-0123456789ab-1/..":                  false,
+		"corral-0123456789ab-123456789012345678901": false,
+	} {
+		require.Equal(t, want, isContainerID(name), name)
+	}
+
+	root := t.TempDir()
+	old := cgroupRoot
+	cgroupRoot = root
+	t.Cleanup(func() { cgroupRoot = old })
+	for _, d := range []string{
+		"pids/ns/corral-0123456789ab-1",          // v1
+		"memory/ns/corral-0123456789ab-1",        // the same, another hierarchy
+		"memory/ns/corral-0123456789ab-2/nested", // with a sub-cgroup
+		"ns/corral-0123456789ab-3",               // v2
+		"pids/ns/corral-x",
+		"pids/ns/other",
+		"pids/ns/corral-0123456789ab-2x",
+		"pids/other-ns/corral-0123456789ab-4", // another namespace
+		"pids/ns/sub/corral-0123456789ab-5",   // not directly under ns
+		"pids/corral-0123456789ab-6",          // not under ns
+	} {
+		require.NoError(t, os.MkdirAll(filepath.Join(root, d), 0o755))
+	}
+	require.NoError(t, os.WriteFile(filepath.Join(root, "pids", "ns", "corral-0123456789ab-7"), nil, 0o644)) // a file
+	require.Equal(t, map[string]bool{"corral-0123456789ab-1": true, "corral-0123456789ab-2": true, "corral-0123456789ab-3": true}, cgroupIDs("ns"))
+	for _, ns := range []string{"", ".", "..", "../pids/ns", "pids/ns"} {
+		require.Empty(t, cgroupIDs(ns), "namespace %q", ns)
+	}
+}
