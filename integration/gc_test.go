@@ -348,3 +348,158 @@ func runtimeLeftovers(t *testing.T, rt testRuntime, state, id string) []string {
 	}
 	return left
 }
+
+// TestGCStrayCgroups: gc removes the cgroups under its namespace that
+// are named like a corral container (corral-<session>-<n>) and that no
+// container record names, what a runtime's delete left with a crash
+// before corral's cleanup after it: one holding a process (killed) and
+// one empty, in each hierarchy they are in; the cgroups of a running
+// call's container (another session) are untouched and its call ends as
+// it would have. A start's sweep (Connect) removes such a cgroup too.
+func TestGCStrayCgroups(t *testing.T) {
+	forEachRuntime(t, testGCStrayCgroups)
+}
+
+func testGCStrayCgroups(t *testing.T, rt testRuntime) {
+	e := rt.executor(t)
+	s := newSessionOn(t, e, hiddenRepo(t))
+	type outcome struct {
+		res *sandbox.Result
+		err error
+	}
+	done := make(chan outcome, 1)
+	go func() {
+		res, err := testutil.ExecWithoutPolicy(context.Background(), s, []string{"probe", "sleep", "30s"}, nil, nil)
+		done <- outcome{res, err}
+	}()
+	// The call's container, running the tool, and its cgroups.
+	ctx := e.Context(context.Background())
+	filter := fmt.Sprintf("labels.%q==%q", sandbox.LabelSession, s.ID)
+	var live []string
+	for deadline := time.Now().Add(60 * time.Second); live == nil; time.Sleep(100 * time.Millisecond) {
+		require.True(t, time.Now().Before(deadline), "the call's container never ran")
+		cs, err := e.Client().Containers(ctx, filter)
+		require.NoError(t, err)
+		for _, c := range cs {
+			task, err := c.Task(ctx, nil)
+			if err != nil {
+				continue
+			}
+			if st, err := task.Status(ctx); err != nil || st.Status != containerd.Running {
+				continue
+			}
+			if pids, err := task.Pids(ctx); err != nil || len(pids) < 2 {
+				continue // one started ahead: its init alone
+			}
+			live = containerCgroups(t, c.ID())
+		}
+	}
+	require.NotEmpty(t, live, "the running call's cgroups")
+
+	// Two cgroups named like containers of a session of this test that
+	// has no container: one holding a process, one empty.
+	fake, err := sandbox.NewSessionID()
+	require.NoError(t, err)
+	busy, empty := "corral-"+fake+"-1", "corral-"+fake+"-2"
+	var made []string
+	for _, id := range []string{busy, empty} {
+		for _, d := range strayCgroupDirs(id) {
+			require.NoError(t, os.MkdirAll(d, 0o755))
+			made = append(made, d)
+		}
+	}
+	sleep := exec.Command("sleep", "300")
+	require.NoError(t, sleep.Start())
+	reaped := make(chan error, 1)
+	exited := make(chan struct{})
+	go func() { reaped <- sleep.Wait(); close(exited) }()
+	t.Cleanup(func() {
+		// Only what this test made: its sleep, then its cgroups.
+		_ = sleep.Process.Kill()
+		select {
+		case <-exited:
+		case <-time.After(10 * time.Second):
+		}
+		for _, d := range made {
+			_ = os.Remove(d)
+		}
+	})
+	for _, d := range strayCgroupDirs(busy) {
+		require.NoError(t, os.WriteFile(filepath.Join(d, "cgroup.procs"), []byte(fmt.Sprint(sleep.Process.Pid)), 0o644))
+	}
+	in, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", sleep.Process.Pid))
+	require.NoError(t, err)
+	require.Contains(t, string(in), "/"+testutil.Namespace+"/"+busy, "the sleep is in the stray cgroup")
+
+	rep, err := e.GC(context.Background(), false)
+	require.NoError(t, err)
+	require.Subset(t, rep.Cgroups, []string{busy, empty}, "gc's report: %+v", rep)
+	for _, d := range made {
+		require.NoDirExists(t, d, "a stray cgroup after gc")
+	}
+	select {
+	case err := <-reaped:
+		var exit *exec.ExitError
+		require.ErrorAs(t, err, &exit)
+		require.Equal(t, syscall.SIGKILL, exit.Sys().(syscall.WaitStatus).Signal(), "the sleep in the stray cgroup")
+	case <-time.After(10 * time.Second):
+		t.Fatal("the sleep in the stray cgroup was not killed")
+	}
+	select {
+	case out := <-done:
+		t.Fatalf("the call ended before gc did (%+v, %v): its cgroups tell nothing", out.res, out.err)
+	default:
+	}
+	for _, d := range live {
+		require.DirExists(t, d, "a cgroup of the running call's container after gc")
+	}
+	out := <-done
+	require.NoError(t, out.err)
+	require.Equal(t, 0, out.res.ExitCode, "the call that ran during gc: %+v", out.res)
+	require.Empty(t, out.res.LimitsHit)
+
+	// The sweep of every start (Connect) removes them too, and the next
+	// gc of that executor reports them.
+	third := "corral-" + fake + "-3"
+	for _, d := range strayCgroupDirs(third) {
+		require.NoError(t, os.MkdirAll(d, 0o755))
+		made = append(made, d)
+	}
+	next := rt.executor(t)
+	_, err = next.Connect(context.Background())
+	require.NoError(t, err)
+	for _, d := range strayCgroupDirs(third) {
+		require.NoDirExists(t, d, "a stray cgroup after a start's sweep")
+	}
+	rep, err = next.GC(context.Background(), false)
+	require.NoError(t, err)
+	require.Contains(t, rep.Cgroups, third, "gc's report, with its start's sweep: %+v", rep)
+}
+
+// strayCgroupDirs is where TestGCStrayCgroups makes the cgroups of the
+// container id that does not exist: cgroup v2's, or on cgroup v1 the pids
+// and memory hierarchies' and, on a hybrid host, the unified one's.
+func strayCgroupDirs(id string) []string {
+	if _, err := os.Stat("/sys/fs/cgroup/cgroup.controllers"); err == nil {
+		return []string{filepath.Join("/sys/fs/cgroup", testutil.Namespace, id)}
+	}
+	var dirs []string
+	for _, h := range []string{"pids", "memory", "unified"} {
+		if _, err := os.Stat(filepath.Join("/sys/fs/cgroup", h, "cgroup.procs")); err == nil {
+			dirs = append(dirs, filepath.Join("/sys/fs/cgroup", h, testutil.Namespace, id))
+		}
+	}
+	return dirs
+}
+
+// containerCgroups lists the cgroups of the container id, in every
+// hierarchy.
+func containerCgroups(t *testing.T, id string) []string {
+	t.Helper()
+	dirs, err := filepath.Glob(filepath.Join("/sys/fs/cgroup", "*", testutil.Namespace, id))
+	require.NoError(t, err)
+	if _, err := os.Stat(filepath.Join("/sys/fs/cgroup", testutil.Namespace, id)); err == nil {
+		dirs = append(dirs, filepath.Join("/sys/fs/cgroup", testutil.Namespace, id))
+	}
+	return dirs
+}

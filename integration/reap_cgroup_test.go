@@ -43,6 +43,9 @@ func TestShimsYieldTheCPUWhenDestroyed(t *testing.T) {
 		}
 		t.Cleanup(func() { removeCgroupDir(t, dir) })
 		e := rt.executor(t, func(c *sandbox.Config) { c.ReapCgroup = cg })
+		// The shims' pidfds (runner.create holds one per container until
+		// its destroy): none left once the session is closed.
+		fds := pidfds(t)
 		ctx := e.Context(context.Background())
 		s := newSessionOn(t, e, hiddenRepo(t), withResources(t, profiles.Resources{Timeout: "3s"}))
 		run(t, s, "ls")
@@ -61,6 +64,7 @@ func TestShimsYieldTheCPUWhenDestroyed(t *testing.T) {
 			}
 		}
 		require.GreaterOrEqual(t, len(ahead), 2, "the pool made fewer than two containers ahead")
+		require.GreaterOrEqual(t, pidfds(t)-fds, len(ahead), "no shim pidfd held for a container made ahead")
 		shims := shimsOf(t, "corral-"+s.ID+"-")
 		var stopped []int
 		for _, id := range ahead {
@@ -112,6 +116,7 @@ func TestShimsYieldTheCPUWhenDestroyed(t *testing.T) {
 		require.Equal(t, share, strings.TrimSpace(string(got)))
 		resume()
 		require.NoError(t, <-closed)
+		require.Equal(t, fds, pidfds(t), "shim pidfds left open after the session closed")
 	})
 }
 
@@ -160,6 +165,20 @@ func killedWithoutShim(t *testing.T, s *sandbox.Session, ids []string, stopped [
 	require.NoError(t, o.err)
 	require.Equal(t, []string{sandbox.LimitTimeout}, o.res.LimitsHit)
 	require.Equal(t, 137, o.res.ExitCode)
+}
+
+// pidfds counts this process's open pidfds.
+func pidfds(t *testing.T) int {
+	t.Helper()
+	ents, err := os.ReadDir("/proc/self/fd")
+	require.NoError(t, err)
+	n := 0
+	for _, e := range ents {
+		if l, err := os.Readlink(filepath.Join("/proc/self/fd", e.Name())); err == nil && l == "anon_inode:[pidfd]" {
+			n++
+		}
+	}
+	return n
 }
 
 // shimsOf maps the container id of each runc v2 shim whose -id starts

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -28,6 +29,41 @@ var cgroupRoot = "/sys/fs/cgroup"
 func cgroupDirs(ns, id string) []string {
 	dirs, _ := filepath.Glob(filepath.Join(cgroupRoot, "*", ns, id))
 	return append(dirs, filepath.Join(cgroupRoot, ns, id))
+}
+
+// containerIDPattern is the form of a corral container's id,
+// corral-<session>-<n> (runner.newID: a session id, sessionIDPattern, and
+// a decimal).
+var containerIDPattern = regexp.MustCompile(`^corral-[0-9a-f]{12}-[0-9]{1,20}$`)
+
+// isContainerID reports whether name is a corral container's id.
+func isContainerID(name string) bool { return containerIDPattern.MatchString(name) }
+
+// cgroupIDs returns the names of the cgroups directly under the
+// namespace ns's cgroup (in any cgroup v1 hierarchy, or cgroup v2's: the
+// places cgroupDirs names) that are corral container ids; nothing for a
+// namespace that is not a single path component.
+func cgroupIDs(ns string) map[string]bool {
+	ids := map[string]bool{}
+	if ns == "" || ns == "." || ns == ".." || strings.ContainsRune(ns, '/') {
+		return ids
+	}
+	parents := []string{filepath.Join(cgroupRoot, ns)}
+	hierarchies, _ := os.ReadDir(cgroupRoot)
+	for _, h := range hierarchies {
+		if h.IsDir() {
+			parents = append(parents, filepath.Join(cgroupRoot, h.Name(), ns))
+		}
+	}
+	for _, p := range parents {
+		entries, _ := os.ReadDir(p)
+		for _, e := range entries {
+			if e.IsDir() && isContainerID(e.Name()) {
+				ids[e.Name()] = true
+			}
+		}
+	}
+	return ids
 }
 
 // removeCgroups removes the cgroups of container id once its task is
@@ -167,6 +203,9 @@ func checkReapCgroup(p string) error {
 // are.
 func ensureReapCgroup(p string) error {
 	dir, file, share := reapCgroupDir(p)
+	if err := checkHostHierarchy(reapHierarchy()); err != nil {
+		return err
+	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("making the reap cgroup: %w", err)
 	}
@@ -189,10 +228,58 @@ func ensureReapCgroup(p string) error {
 // has no controllers), with the name of its CPU share file and the value
 // corral gives it.
 func reapCgroupDir(p string) (dir, file, share string) {
-	if _, err := os.Stat(filepath.Join(cgroupRoot, "cgroup.controllers")); err == nil {
-		return filepath.Join(cgroupRoot, p), "cpu.weight", reapCPUWeight
+	h := reapHierarchy()
+	if h == cgroupRoot {
+		return filepath.Join(h, p), "cpu.weight", reapCPUWeight
 	}
-	return filepath.Join(cgroupRoot, "cpu", p), "cpu.shares", reapCPUShares
+	return filepath.Join(h, p), "cpu.shares", reapCPUShares
+}
+
+// reapHierarchy is the hierarchy the reap cgroup is made in: cgroup
+// v2's, else cgroup v1's cpu hierarchy.
+func reapHierarchy() string {
+	if _, err := os.Stat(filepath.Join(cgroupRoot, "cgroup.controllers")); err == nil {
+		return cgroupRoot
+	}
+	return filepath.Join(cgroupRoot, "cpu")
+}
+
+// checkHostHierarchy refuses h unless it is the root cgroup of a cgroup
+// hierarchy: a cgroup filesystem (statfs(2)) whose top directory has the
+// files only a root cgroup has (cgroup v1's release_agent) or lacks those
+// it lacks (cgroup v2's cgroup.type; kernel
+// Documentation/admin-guide/cgroup-v1/cgroups.rst, cgroup-v2.rst). A
+// container's cgroup v1 hierarchies are binds of the container's own
+// cgroup (runc does so without a cgroup namespace too, for a privileged
+// container: a daemon Pod's), a cgroup namespace's root is its own
+// cgroup: a reap cgroup made there would be a child of the container's
+// cgroup, and the shims moved into it the container's. Two stats, not
+// mountinfo, which a daemon's sessions make thousands of lines long (4.6
+// ms to read at 1,300 mounts) and ensureReapCgroup runs on every destroy.
+func checkHostHierarchy(h string) error {
+	var st unix.Statfs_t
+	if err := unix.Statfs(h, &st); err != nil {
+		return fmt.Errorf("the reap cgroup's hierarchy: %w", err)
+	}
+	var view bool
+	switch st.Type {
+	case unix.CGROUP_SUPER_MAGIC:
+		view = !fileExists(filepath.Join(h, "release_agent"))
+	case unix.CGROUP2_SUPER_MAGIC:
+		view = fileExists(filepath.Join(h, "cgroup.type"))
+	default:
+		return fmt.Errorf("the reap cgroup's hierarchy %s: %w: not a cgroup mount", h, errdefs.ErrFailedPrecondition)
+	}
+	if view {
+		return fmt.Errorf("the reap cgroup's hierarchy %s: %w: a view of one cgroup (a container's), not the host's cgroup root", h, errdefs.ErrFailedPrecondition)
+	}
+	return nil
+}
+
+// fileExists reports whether p can be stat'ed.
+func fileExists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
 }
 
 // shimOf returns a pidfd and the pid of the runtime shim of container
@@ -222,7 +309,10 @@ func shimOf(pid int, id string) (int, int) {
 	}
 	cmd, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", ppid))
 	if err != nil || !strings.HasPrefix(filepath.Base(strings.SplitN(string(cmd), "\x00", 2)[0]), "containerd-shim") ||
-		!strings.Contains(string(cmd), "\x00-id\x00"+id+"\x00") {
+		!strings.Contains(string(cmd), "\x00-id\x00"+id+"\x00") ||
+		unix.PidfdSendSignal(fd, 0, nil, 0) != nil {
+		// Checked live after the read: the command line was the
+		// pidfd's process's, not a reused pid's.
 		unix.Close(fd)
 		return -1, 0
 	}

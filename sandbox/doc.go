@@ -90,8 +90,9 @@
 // is the ENXIO case above. corral-init waits at most
 // initctl.MaxWait, so a dead supervisor's idle containers end themselves
 // (the sweep, which reaps them like any other, does not depend on it);
-// the pool never hands out one older than maxWarmAge, and every
-// container's deadline label counts maxWarmAge in. runsc 20221219 does
+// the pool never hands out one older than maxTakeAge, and every
+// container's deadline label counts maxWarmAge in: maxTakeAge plus the
+// call's slack, so no sweep reaps a live call (maxWarmAge). runsc 20221219 does
 // not start ahead: it connects a host FIFO only with --host-fifo=open,
 // which would connect the repository's FIFOs too.
 //

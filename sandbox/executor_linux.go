@@ -237,7 +237,7 @@ func (e *Executor) connectLocked(ctx context.Context) (*containerd.Client, error
 		return nil, unavailable(err)
 	}
 	e.client = client
-	r, err := e.sweepContainers(ctx, false)
+	r, err := e.sweepContainers(ctx, false, strayCgroupWait)
 	e.noteSwept(r)
 	if err != nil {
 		fmt.Fprintf(cfg.Log, "corral: sweeping containers of dead corral processes: %v\n", oneLine(err))

@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -30,6 +32,10 @@ type GCReport struct {
 	// FIFODirs are stdio FIFO directories of containers that are gone.
 	FIFODirs []string `json:"fifo_dirs"`
 	Mounts   []string `json:"mounts"`
+	// Cgroups are the container ids whose cgroups no container record
+	// named (left by a runtime's delete, or by a crash before the
+	// cleanup that follows it): removed, with what ran in them.
+	Cgroups []string `json:"cgroups"`
 	// Sessions are the session directories removed: ephemeral sessions
 	// of dead processes and half-made ones (no complete record, nobody
 	// holding them).
@@ -44,6 +50,7 @@ func (r *GCReport) add(o *GCReport) {
 	r.Leases = append(r.Leases, o.Leases...)
 	r.FIFODirs = append(r.FIFODirs, o.FIFODirs...)
 	r.Mounts = append(r.Mounts, o.Mounts...)
+	r.Cgroups = append(r.Cgroups, o.Cgroups...)
 	r.Sessions = append(r.Sessions, o.Sessions...)
 	r.Pruned = append(r.Pruned, o.Pruned...)
 }
@@ -127,7 +134,7 @@ func (e *Executor) GC(ctx context.Context, force bool) (*GCReport, error) {
 	if _, err := e.Connect(ctx); err != nil {
 		errs = append(errs, err)
 	} else {
-		r, err := e.sweepContainers(ctx, force)
+		r, err := e.sweepContainers(ctx, force, cgroupSettle)
 		rep.add(r)
 		errs = append(errs, err)
 	}
@@ -138,17 +145,30 @@ func (e *Executor) GC(ctx context.Context, force bool) (*GCReport, error) {
 }
 
 // SweepContainers reaps the containers and leases of this state
-// directory whose owner is dead or whose deadline passed, and the FIFO
-// directories of containers that are gone. Every Connect runs it once;
-// it costs two list calls when nothing is overdue.
+// directory whose owner is dead or whose deadline passed, the FIFO
+// directories of containers that are gone, and the cgroups of the
+// namespace that no container names (sweepCgroups). Every Connect runs
+// it once; it costs two list calls and a read of the namespace's
+// cgroup directories when nothing is overdue (three list calls when
+// another container's cgroup is there).
 func (e *Executor) SweepContainers(ctx context.Context) (*GCReport, error) {
 	if _, err := e.Connect(ctx); err != nil {
 		return &GCReport{}, err
 	}
-	return e.sweepContainers(ctx, false)
+	return e.sweepContainers(ctx, false, strayCgroupWait)
 }
 
-func (e *Executor) sweepContainers(ctx context.Context, force bool) (*GCReport, error) {
+// strayCgroupWait bounds how long the sweeps of a start and of the daemon
+// (SweepContainers) wait for each cgroup no record names (sweepCgroups)
+// to go once what ran in it is killed; gc waits cgroupSettle. A cgroup
+// that stays (a process out of this process's reach: another pid
+// namespace, uninterruptible sleep) then costs each start that much, not
+// cgroupSettle; the next sweep tries again.
+const strayCgroupWait = 250 * time.Millisecond
+
+// sweepContainers is SweepContainers (force: every container, as GC
+// --force), waiting at most cgroupWait for each cgroup no record names.
+func (e *Executor) sweepContainers(ctx context.Context, force bool, cgroupWait time.Duration) (*GCReport, error) {
 	ctx = e.Context(ctx)
 	rep := &GCReport{}
 	filter := fmt.Sprintf("labels.%q==corral,labels.%q==%q", LabelOwner, LabelStateDir, e.cfg.StateDir)
@@ -198,7 +218,55 @@ func (e *Executor) sweepContainers(ctx context.Context, force bool) (*GCReport, 
 		rep.Leases = append(rep.Leases, l.ID)
 	}
 	rep.FIFODirs = e.sweepFIFOs(live, reaped, now)
+	cgroups, err := e.sweepCgroups(ctx, cgroupWait)
+	rep.Cgroups = cgroups
+	errs = append(errs, err)
 	return rep, errors.Join(errs...)
+}
+
+// sweepCgroups removes (removeCgroups: with what still runs in them) the
+// cgroups under the namespace whose name is a corral container's id
+// (isContainerID) and which no container record of the namespace names,
+// whatever its state directory, and no shim serves, and returns their
+// ids. Such a cgroup belongs to no container anyone can reach: the
+// runtime makes a container's cgroups in its create, after containerd
+// made the record, and every corral removes them (destroy, reap,
+// removeOrphan) before it deletes the record; what is left is what a
+// runtime's delete left (runc 1.1.5 on a loaded host) with a crash before
+// that cleanup, or from before it existed. The cgroups are listed before
+// the records, so a cgroup listed has its record already made unless it
+// is gone; a task whose record is gone but whose shim lives is
+// sweepOrphanShims's (which another state directory's corral may own);
+// and each record is looked up once more just before its cgroups go.
+// Each cgroup is waited for at most wait (removeCgroups).
+func (e *Executor) sweepCgroups(ctx context.Context, wait time.Duration) ([]string, error) {
+	ids := cgroupIDs(e.cfg.Namespace)
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	cs, err := e.client.Containers(ctx)
+	if err != nil {
+		return nil, e.wrapContainerd("listing containers", err)
+	}
+	for _, c := range cs {
+		delete(ids, c.ID())
+	}
+	for id := range findShims(e.cfg.Namespace) {
+		delete(ids, id)
+	}
+	var removed []string
+	var errs []error
+	for _, id := range slices.Sorted(maps.Keys(ids)) {
+		if _, err := e.client.LoadContainer(ctx, id); !errdefs.IsNotFound(err) {
+			continue // made since the listing, or containerd did not say
+		}
+		if err := removeCgroups(e.cfg.Namespace, id, wait); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		removed = append(removed, id)
+	}
+	return removed, errors.Join(errs...)
 }
 
 // sweepFIFOs removes the FIFO directories (cio.WithFIFODir: one per task,

@@ -21,9 +21,9 @@ const (
 	LabelPID      = LabelPrefix + "pid"
 	LabelPIDStart = LabelPrefix + "pid-start"
 	// LabelDeadline is the Unix time (seconds) after which a container
-	// or lease is overdue whoever owns it: created ahead for at most
-	// maxWarmAge, then run for at most the timeout and corral-init's
-	// grace.
+	// or lease is overdue whoever owns it: created ahead, handed to a
+	// call by maxWarmAge less the call's slack, then run for at most the
+	// timeout, corral-init's grace and that slack (maxWarmAge).
 	LabelDeadline = LabelPrefix + "deadline"
 )
 

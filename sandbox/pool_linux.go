@@ -6,10 +6,42 @@ import (
 	"time"
 )
 
-// maxWarmAge is how long a container created ahead may wait for a call;
-// an older one is destroyed instead of used. It bounds the deadline label
-// every container carries (a sweep reaps what passed it).
+// maxWarmAge is the time before its call's timeout starts that every
+// container's deadline label and lease expiry grant it (runner.create:
+// the label is created + maxWarmAge + the profile's timeout + InitGrace,
+// the lease's expiry a minute later; a sweep of any corral reaps what
+// passed its label, live owner or not).
+//
+// Invariant: a live call never passes its container's deadline label or
+// lease expiry. A container created on the call starts at once. One
+// created ahead waits at most maxTakeAge (take destroys an older one),
+// and its call then holds it at most callSlack beyond the timeout, so it
+// is destroyed by created + maxWarmAge + timeout, before its label.
 const maxWarmAge = 30 * time.Minute
+
+// callSlack is how long a call may hold its container beyond the
+// profile's timeout, counted from the take: send's wait for the init to
+// open its FIFO (sendWait; a runtime's start of a container created, not
+// started, ahead is given as long), the kill at the limit and the exit,
+// the output's copy, then destroy (destroyWait for containerd, then
+// cgroupSettle for the cgroups the runtime left). A take as late as
+// maxWarmAge with no slack let a call outlive its label: taken at
+// 29:59.5, its request sent up to 10 s later, its tool killed at the
+// timeout after that (30:09.5 + the timeout), while any sweep reaps it
+// from 30:02 + the timeout (TestCallFitsItsDeadline).
+const callSlack = time.Minute
+
+// maxTakeAge is the age of the oldest container created ahead that take
+// hands out: the label leaves its call callSlack beyond the timeout, and
+// its corral-init, which waits at most initctl.MaxWait for a request,
+// gets it by maxTakeAge + sendWait.
+const maxTakeAge = maxWarmAge - callSlack
+
+// takeable reports whether a container created ahead at created may
+// still be handed to a call at now (maxTakeAge).
+func takeable(created, now time.Time) bool {
+	return now.Sub(created) <= maxTakeAge
+}
 
 // DefaultMaxWarm is the executor-wide cap on containers created ahead
 // when Config.MaxWarm is 0. Each waiting container holds about 1.3 MiB
@@ -178,7 +210,7 @@ func newPool(floor, maxDepth int, idle time.Duration, cap *warmCap, owner string
 }
 
 // take returns a container created ahead, or nil; a container older than
-// maxWarmAge is destroyed instead. A miss grows the pool's depth. It
+// maxTakeAge is destroyed instead. A miss grows the pool's depth. It
 // starts a refill.
 func (p *pool) take() *container {
 	p.mu.Lock()
@@ -188,7 +220,7 @@ func (p *pool) take() *container {
 		c, p.ready = p.ready[0], p.ready[1:]
 		p.cap.release(p.owner, 1)
 		p.cap.add(-1, 0, 0)
-		if time.Since(c.created) > maxWarmAge {
+		if !takeable(c.created, time.Now()) {
 			stale, c = append(stale, c), nil
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/corral-sandbox/corral/internal/initctl"
 	"github.com/stretchr/testify/require"
 )
 
@@ -252,4 +253,56 @@ func TestPoolFairBetweenOwners(t *testing.T) {
 			require.Equal(t, 2, a3.readyNow(), "floors are served whatever their owner holds")
 		})
 	}
+}
+
+// TestPoolTakeAge: take hands out a container created ahead only while
+// its deadline label leaves its call the timeout plus callSlack: one
+// aged just under maxWarmAge (the bound before) is destroyed, not used;
+// one just under maxTakeAge is used.
+func TestPoolTakeAge(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		age  time.Duration
+		want bool
+	}{
+		{"just under maxWarmAge", maxWarmAge - time.Second, false},
+		{"a few seconds past maxTakeAge", maxTakeAge + 5*time.Second, false},
+		{"just under maxTakeAge", maxTakeAge - time.Second, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			f := &fakeContainers{}
+			p := newPool(1, 1, 0, newWarmCap(4), "", f.create, f.destroy)
+			p.refill()
+			p.wg.Wait()
+			p.mu.Lock()
+			p.ready[0].created = time.Now().Add(-c.age)
+			p.mu.Unlock()
+			f.hold.Lock() // the refill after the take waits
+			got := p.take()
+			_, destroyed := f.counts()
+			f.hold.Unlock()
+			p.close()
+			require.Equal(t, c.want, got != nil, "handed out")
+			require.Equal(t, !c.want, destroyed == 1, "destroyed")
+		})
+	}
+}
+
+// TestCallFitsItsDeadline: the bounds that keep a live call inside its
+// container's deadline label (created + maxWarmAge + timeout + InitGrace)
+// and its init's wait (initctl.MaxWait) hold: what a call may add to its
+// timeout after the take (sendWait, destroyWait, cgroupSettle) fits in
+// callSlack, a container taken as late as maxTakeAge is destroyed before
+// its label, and its init gets the request before MaxWait.
+func TestCallFitsItsDeadline(t *testing.T) {
+	require.LessOrEqual(t, sendWait+destroyWait+cgroupSettle, callSlack)
+	timeout := 5 * time.Minute
+	created := time.Unix(1_000_000, 0)
+	// The label is whole seconds, and a sweep reaps once now.Unix() > it.
+	label := created.Add(maxWarmAge + timeout + InitGrace).Truncate(time.Second)
+	lastTaken := created.Add(maxTakeAge)
+	require.True(t, takeable(created, lastTaken))
+	require.False(t, takeable(created, lastTaken.Add(time.Nanosecond)))
+	require.False(t, lastTaken.Add(timeout+callSlack).After(label), "a call taken last ends by its label")
+	require.Less(t, maxTakeAge+sendWait, initctl.MaxWait, "the init gets the request before its own bound")
 }

@@ -203,6 +203,8 @@ func (r *runner) create(ctx context.Context) (_ *container, retErr error) {
 		return nil, err
 	}
 	now := time.Now()
+	// Overdue once a call taken from the pool as late as it allows has
+	// had its timeout and its slack (maxWarmAge).
 	labels := e.ownerLabels(now.Add(maxWarmAge + lim.Timeout + InitGrace))
 	labels[LabelSession] = r.session
 
@@ -393,12 +395,16 @@ func withNewSnapshot(id string, rt runtimeParts) containerd.NewContainerOpts {
 	}
 }
 
+// destroyWait bounds destroy's requests to containerd (callSlack counts
+// it in).
+const destroyWait = 30 * time.Second
+
 // destroy kills and deletes the container, its snapshot, its control file
 // and its lease, tolerating what is already gone. What containerd cannot
 // delete now (it is down) the next corral start sweeps.
 func (r *runner) destroy(c *container) {
 	e := r.e
-	ctx, cancel := context.WithTimeout(e.Context(context.Background()), 30*time.Second)
+	ctx, cancel := context.WithTimeout(e.Context(context.Background()), destroyWait)
 	defer cancel()
 	lctx := leases.WithLease(ctx, c.lease.ID)
 	taskDeleted := false

@@ -9,6 +9,7 @@ import (
 	"path"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 
 	"github.com/containerd/errdefs"
@@ -752,9 +753,9 @@ func (b *sandboxBackend) Recover(ctx context.Context) error {
 		fmt.Fprintf(b.log, "corral daemon: interrupted apply %s to %s: %s\n", r.TxID, r.Repo, r.Outcome)
 	}
 	rep, gerr := b.exec.GC(ctx, false)
-	if rep != nil && len(rep.Containers)+len(rep.Leases)+len(rep.Mounts)+len(rep.Sessions) > 0 {
-		fmt.Fprintf(b.log, "corral daemon: removed what a crash left: %d containers, %d leases, %d mounts, %d session directories\n",
-			len(rep.Containers), len(rep.Leases), len(rep.Mounts), len(rep.Sessions))
+	if rep != nil && len(rep.Containers)+len(rep.Leases)+len(rep.Mounts)+len(rep.Sessions)+len(rep.Cgroups) > 0 {
+		fmt.Fprintf(b.log, "corral daemon: removed what a crash left: %d containers, %d leases, %d mounts, %d session directories, %d stray cgroups\n",
+			len(rep.Containers), len(rep.Leases), len(rep.Mounts), len(rep.Sessions), len(rep.Cgroups))
 	}
 	return errors.Join(err, gerr)
 }
@@ -769,6 +770,9 @@ func (b *sandboxBackend) Sweep(ctx context.Context) ([]string, error) {
 	rep, serr := b.exec.SweepContainers(ctx)
 	if rep != nil && len(rep.Containers)+len(rep.Leases) > 0 {
 		out = append(out, fmt.Sprintf("removed %d containers and %d leases whose owner died or passed its deadline", len(rep.Containers), len(rep.Leases)))
+	}
+	if rep != nil && len(rep.Cgroups) > 0 {
+		out = append(out, fmt.Sprintf("removed the cgroups of %d containers no record names: %s", len(rep.Cgroups), strings.Join(rep.Cgroups, " ")))
 	}
 	return out, errors.Join(err, serr)
 }

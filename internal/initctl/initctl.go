@@ -60,9 +60,9 @@ const MaxBytes = 4 << 20
 
 // MaxWait bounds how long a corral-init started ahead waits for its
 // Request on a FIFO; then it exits 125 without running anything. corral
-// never hands a request to a container that waited longer than its own
-// bound (30 minutes), so this only ends the idle containers of a
-// supervisor that died.
+// never hands a container that waited longer than its own bound (29
+// minutes) to a call, whose request then comes within 10 seconds, so
+// this only ends the idle containers of a supervisor that died.
 const MaxWait = 35 * time.Minute
 
 // Mode says what corral-init does with a Request.
