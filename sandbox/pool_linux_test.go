@@ -141,7 +141,9 @@ func TestPoolMaxIsHalfTheCap(t *testing.T) {
 func TestPoolShrinksWhenIdle(t *testing.T) {
 	cap := newWarmCap(32)
 	f := &fakeContainers{}
-	p := newPool(2, 8, 50*time.Millisecond, cap, "", f.create, f.destroy)
+	// An idle time far above the test's own steps (20 ms sleeps, fake
+	// creations): a loaded machine must not shrink the pool between them.
+	p := newPool(2, 8, 500*time.Millisecond, cap, "", f.create, f.destroy)
 	defer p.close()
 	p.refill()
 	p.wg.Wait()
