@@ -202,25 +202,32 @@ func checkReapCgroup(p string) error {
 // means the share cannot be set: the caller leaves the shims where they
 // are.
 func ensureReapCgroup(p string) error {
-	dir, file, share := reapCgroupDir(p)
-	if err := checkHostHierarchy(reapHierarchy()); err != nil {
-		return err
+	_, err := makeReapCgroup(p)
+	return err
+}
+
+// makeReapCgroup is ensureReapCgroup, returning the cgroup's directory.
+func makeReapCgroup(p string) (string, error) {
+	h := reapHierarchy()
+	if err := checkHostHierarchy(h); err != nil {
+		return "", err
 	}
+	dir, file, share := reapCgroupIn(h, p)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("making the reap cgroup: %w", err)
+		return "", fmt.Errorf("making the reap cgroup: %w", err)
 	}
 	err := writeCgroupFile(filepath.Join(dir, file), share)
 	if errors.Is(err, os.ErrNotExist) && file == "cpu.weight" {
 		// cgroup v2 without the cpu controller enabled for p's parent.
 		if werr := writeCgroupFile(filepath.Join(filepath.Dir(dir), "cgroup.subtree_control"), "+cpu"); werr != nil {
-			return fmt.Errorf("enabling the cpu controller for the reap cgroup: %w", werr)
+			return "", fmt.Errorf("enabling the cpu controller for the reap cgroup: %w", werr)
 		}
 		err = writeCgroupFile(filepath.Join(dir, file), share)
 	}
 	if err != nil {
-		return fmt.Errorf("setting the reap cgroup's CPU share: %w", err)
+		return "", fmt.Errorf("setting the reap cgroup's CPU share: %w", err)
 	}
-	return nil
+	return dir, nil
 }
 
 // reapCgroupDir is where the reap cgroup p is: cgroup v2's, else
@@ -228,7 +235,11 @@ func ensureReapCgroup(p string) error {
 // has no controllers), with the name of its CPU share file and the value
 // corral gives it.
 func reapCgroupDir(p string) (dir, file, share string) {
-	h := reapHierarchy()
+	return reapCgroupIn(reapHierarchy(), p)
+}
+
+// reapCgroupIn is reapCgroupDir in the hierarchy h (reapHierarchy's).
+func reapCgroupIn(h, p string) (dir, file, share string) {
 	if h == cgroupRoot {
 		return filepath.Join(h, p), "cpu.weight", reapCPUWeight
 	}
@@ -323,7 +334,8 @@ func shimOf(pid int, id string) (int, int) {
 // executor's reap cgroup, unless it is gone (the pidfd says so, so a
 // reused pid is never moved) or the cgroup cannot be made (said once).
 func (e *Executor) moveToReapCgroup(fd, pid int) {
-	if err := ensureReapCgroup(e.cfg.ReapCgroup); err != nil {
+	dir, err := makeReapCgroup(e.cfg.ReapCgroup)
+	if err != nil {
 		e.reapOnce.Do(func() {
 			fmt.Fprintf(e.cfg.Log, "corral: %v; shims stay in containerd's cgroup\n", oneLine(err))
 		})
@@ -332,7 +344,6 @@ func (e *Executor) moveToReapCgroup(fd, pid int) {
 	if unix.PidfdSendSignal(fd, 0, nil, 0) != nil {
 		return
 	}
-	dir, _, _ := reapCgroupDir(e.cfg.ReapCgroup)
 	_ = writeCgroupFile(filepath.Join(dir, "cgroup.procs"), strconv.Itoa(pid))
 }
 
