@@ -55,24 +55,7 @@ func TestRunUndoesPendingCreatesBeforeAdopting(t *testing.T) {
 		require.NoError(t, err)
 		require.NoError(t, o.add(id, ownerRecord{UID: 1000, GID: 1000, Pending: pending}))
 	}
-	rec := &adoptRecorder{fakeBackend: fake, done: make(chan struct{})}
-	dir, err := os.MkdirTemp("", "corral-daemon-run-")
-	require.NoError(t, err)
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	ran := make(chan error, 1)
-	go func() {
-		ran <- Run(ctx, Config{Socket: filepath.Join(dir, "s.sock"), StateDir: state, MaxRunning: 1, Grace: time.Second},
-			func(context.Context) (Backend, error) { return rec, nil })
-	}()
-	select {
-	case <-rec.done:
-	case err := <-ran:
-		t.Fatalf("Run ended before adopting: %v", err)
-	case <-time.After(10 * time.Second):
-		t.Fatal("Run did not adopt")
-	}
-	cancel()
-	require.NoError(t, <-ran)
+	rec := runUntilAdopted(t, ctx, cancel, state, fake)
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
 	require.Equal(t, []string{"aaaaaaaaaaa2"}, rec.adopted, "the pending creation is undone before adoption")
@@ -110,6 +93,17 @@ func TestRunAdoptsWithWarmOwners(t *testing.T) {
 		}
 		want[id] = tc.want
 	}
+	rec := runUntilAdopted(t, ctx, cancel, state, fake)
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	require.Equal(t, want, rec.warmOwners)
+}
+
+// runUntilAdopted runs the daemon on state with fake as its backend until
+// it adopted the sessions, then cancels it and checks it ended cleanly; it
+// returns what the backend recorded.
+func runUntilAdopted(t *testing.T, ctx context.Context, cancel context.CancelFunc, state string, fake *fakeBackend) *adoptRecorder {
+	t.Helper()
 	rec := &adoptRecorder{fakeBackend: fake, done: make(chan struct{})}
 	dir, err := os.MkdirTemp("", "corral-daemon-run-")
 	require.NoError(t, err)
@@ -128,7 +122,5 @@ func TestRunAdoptsWithWarmOwners(t *testing.T) {
 	}
 	cancel()
 	require.NoError(t, <-ran)
-	rec.mu.Lock()
-	defer rec.mu.Unlock()
-	require.Equal(t, want, rec.warmOwners)
+	return rec
 }
