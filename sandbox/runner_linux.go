@@ -44,6 +44,8 @@ type Result struct {
 	// Argv is what ran (the normalized argv from the allowlist).
 	Argv []string `json:"argv"`
 	// ExitCode is the tool's exit status; 128+N when killed by signal N.
+	// Always 137 (SIGKILL) when LimitsHit holds LimitOutput, even if the
+	// tool exited by itself before the kill reached it.
 	ExitCode int `json:"exit_code"`
 	// Duration is the wall time from the request (the task's start, or
 	// the request sent to a container started ahead) to the exit.
@@ -641,6 +643,14 @@ func (r *runner) wait(ctx context.Context, c *container, argv []string, data []b
 	// it was cut all the same: the limit is hit whichever came first.
 	if (res.StdoutTruncated || res.StderrTruncated) && !slices.Contains(res.LimitsHit, LimitOutput) {
 		res.LimitsHit = append(res.LimitsHit, LimitOutput)
+	}
+	if slices.Contains(res.LimitsHit, LimitOutput) {
+		// Whether the tool's own exit or the kill lands first is a race
+		// between the tool and the output copy (a tool whose output fits
+		// the pipe buffers exits before the copy passes the cap): the
+		// result reports the kill either way, so the same call gives the
+		// same result standalone, through the daemon, and on a loaded host.
+		res.ExitCode = 128 + int(syscall.SIGKILL)
 	}
 	if ctx.Err() != nil {
 		return res, fmt.Errorf("invocation %s: %w", c.id, context.Cause(ctx))

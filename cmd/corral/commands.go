@@ -120,7 +120,8 @@ func argvFrom(cmd *cobra.Command, args []string) ([]string, error) {
 
 // runOutput is the JSON result object of `corral run` and `corral
 // session exec`. ExitCode is the process's exit code, ToolExitCode the
-// tool's own status (128+N when a signal N ended it); Error is set when
+// tool's own status (128+N when a signal N ended it; 137 whenever the output
+// limit was hit, see sandbox.Result.ExitCode); Error is set when
 // corral's verdict replaced the tool's status (a limit, a rejected change
 // set).
 type runOutput struct {
