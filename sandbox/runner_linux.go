@@ -368,6 +368,70 @@ func (c *container) send(ctx context.Context, data []byte) error {
 	return fmt.Errorf("writing the control FIFO: %w", err)
 }
 
+// killWait bounds how long a call waits, after it killed its container
+// (a limit, a cancel), for the runtime's kill to be sent and the exit to
+// come back through the shim; ioWait bounds the output copy's end after
+// the exit (the shim closes its ends of the stdio FIFOs once the
+// container's processes are gone). A shim stopped or starved of the CPU
+// answers neither; without the bounds a call would hold its slot, and
+// its container past the deadline label, for as long as the shim (a
+// process other than corral) stays stopped. callSlack counts both.
+const (
+	killWait = 15 * time.Second
+	ioWait   = 5 * time.Second
+)
+
+// killed sends the runtime's kill of every process of c (SIGKILL, which
+// no process can catch, corral-init included) through c's shim and waits
+// for the exit, both within killWait. Past it the error wraps
+// ErrShimSilent, c's stdio is closed so that nothing waits on the copy,
+// and c stays not exited: destroy kills and deletes it again.
+func (c *container) killed(ctx context.Context) (containerd.ExitStatus, error) {
+	ctx, cancel := context.WithTimeout(ctx, killWait)
+	defer cancel()
+	_ = c.task.Kill(ctx, syscall.SIGKILL, containerd.WithKillAll)
+	select {
+	case st := <-c.statusC:
+		return st, nil
+	case <-ctx.Done():
+		c.closeIO()
+		return containerd.ExitStatus{}, &shimSilentError{fmt.Sprintf("container %s: its shim reported no exit within %s of the kill (the tool was killed; the call's result is lost)", c.id, killWait)}
+	}
+}
+
+// outputCopied waits for the end of c's output copy, within ioWait; past
+// it c's stdio is closed and the error wraps ErrShimSilent.
+func (c *container) outputCopied() error {
+	done := make(chan struct{})
+	go func() {
+		c.task.IO().Wait()
+		close(done)
+	}()
+	t := time.NewTimer(ioWait)
+	defer t.Stop()
+	select {
+	case <-done:
+		return nil
+	case <-t.C:
+		c.closeIO()
+		select {
+		case <-done:
+		case <-time.After(ioWait):
+		}
+		return &shimSilentError{fmt.Sprintf("container %s: its shim did not end the output within %s of the exit (the call's result is lost)", c.id, ioWait)}
+	}
+}
+
+// closeIO closes corral's ends of c's stdio FIFOs: the copy stops (a
+// read of a closed FIFO returns at once), so neither this call nor the
+// task's delete, which waits for the copy, waits on a silent shim.
+func (c *container) closeIO() {
+	if io := c.task.IO(); io != nil {
+		io.Cancel()
+		_ = io.Close()
+	}
+}
+
 // exited is a channel that delivers st once, in place of a status channel
 // send already read.
 func exited(st containerd.ExitStatus) <-chan containerd.ExitStatus {
@@ -561,7 +625,7 @@ func (r *runner) wait(ctx context.Context, c *container, argv []string, data []b
 		return nil, &notStartedError{fmt.Errorf("container %s: its init exited (status %d) before the call", c.id, st.ExitCode())}
 	default:
 	}
-	kill := func(limit string) containerd.ExitStatus {
+	kill := func(limit string) (containerd.ExitStatus, error) {
 		if limit != "" {
 			res.LimitsHit = append(res.LimitsHit, limit)
 		}
@@ -576,8 +640,7 @@ func (r *runner) wait(ctx context.Context, c *container, argv []string, data []b
 				killCgroupProcs(d, "/"+r.e.cfg.Namespace+"/"+c.id)
 			}
 		}
-		_ = c.task.Kill(cctx, syscall.SIGKILL, containerd.WithKillAll)
-		return <-c.statusC
+		return c.killed(cctx)
 	}
 	start := time.Now()
 	if c.started {
@@ -586,8 +649,12 @@ func (r *runner) wait(ctx context.Context, c *container, argv []string, data []b
 				// The call ended while its request was written: the
 				// init may have read part of it. Killed and reaped
 				// before the call returns, so nothing runs after.
-				c.statusC = exited(kill(""))
-				c.exited = true
+				if st, kerr := kill(""); kerr != nil {
+					err = errors.Join(err, kerr)
+				} else {
+					c.statusC = exited(st)
+					c.exited = true
+				}
 			}
 			return nil, err
 		}
@@ -604,14 +671,18 @@ func (r *runner) wait(ctx context.Context, c *container, argv []string, data []b
 	timer := time.NewTimer(lim.Timeout)
 	defer timer.Stop()
 	var status containerd.ExitStatus
+	var werr error
 	select {
 	case status = <-c.statusC:
 	case <-timer.C:
-		status = kill(LimitTimeout)
+		status, werr = kill(LimitTimeout)
 	case <-c.over:
-		status = kill(LimitOutput)
+		status, werr = kill(LimitOutput)
 	case <-ctx.Done():
-		status = kill("")
+		status, werr = kill("")
+	}
+	if werr != nil {
+		return nil, werr
 	}
 	res.Duration = time.Since(start)
 	code, _, err := status.Result()
@@ -632,7 +703,9 @@ func (r *runner) wait(ctx context.Context, c *container, argv []string, data []b
 		res.LimitsHit = append(res.LimitsHit, LimitPids)
 	}
 	// The exit can arrive before the output copy has finished.
-	c.task.IO().Wait()
+	if err := c.outputCopied(); err != nil {
+		return nil, err
+	}
 	if r.layout.AreaFull() {
 		res.LimitsHit = append(res.LimitsHit, LimitWriteArea)
 	}
