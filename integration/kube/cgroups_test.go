@@ -11,7 +11,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -69,8 +68,7 @@ type execResult struct {
 
 // TestPodModeCgroups: the daemon in its Pod reaches the node's cgroups
 // (not its Pod's own /sys/fs/cgroup): a call over the memory limit names
-// it in limits_hit; a call canceled by its client leaves no process; the
-// shims of destroyed containers go to the reap cgroup on the node; a
+// it in limits_hit; a call canceled by its client leaves no process; a
 // stray cgroup in its namespace is removed by its start-up gc; once the
 // session is removed none of its containers' cgroups is left on the
 // node.
@@ -141,57 +139,6 @@ func TestPodModeCgroups(t *testing.T) {
 			time.Sleep(10 * time.Millisecond)
 		}
 		fmt.Printf("corral-kube: canceled call's processes gone %s after curl returned\n", time.Since(canceled).Round(time.Millisecond))
-	})
-
-	t.Run("reap cgroup", func(t *testing.T) {
-		// While calls run, a shim of the node's containerd (namespace
-		// corral, the node's socket) shows in the node's reap cgroup.
-		procs := filepath.Join(nodeCgroupRoot(), "cpu", "corral-reap", "cgroup.procs")
-		if _, err := os.Stat(filepath.Join(nodeCgroupRoot(), "cgroup.controllers")); err == nil {
-			procs = filepath.Join(nodeCgroupRoot(), "corral-reap", "cgroup.procs")
-		}
-		var (
-			mu   sync.Mutex
-			seen []string
-		)
-		stop := make(chan struct{})
-		var wg sync.WaitGroup
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				data, _ := os.ReadFile(procs)
-				for _, f := range strings.Fields(string(data)) {
-					cmd, _ := os.ReadFile("/proc/" + f + "/cmdline")
-					if strings.Contains(string(cmd), "\x00-namespace\x00corral\x00") && strings.Contains(string(cmd), "\x00-id\x00corral-"+sid+"-") {
-						mu.Lock()
-						seen = append(seen, f)
-						mu.Unlock()
-					}
-				}
-				time.Sleep(2 * time.Millisecond)
-			}
-		}()
-		for range 8 {
-			a.must(t, "session", "exec", sid, "--", "cat", "README.md")
-			mu.Lock()
-			n := len(seen)
-			mu.Unlock()
-			if n > 0 {
-				break
-			}
-		}
-		close(stop)
-		wg.Wait()
-		if len(seen) == 0 {
-			logs, _, _ := cluster.Kubectl(t.Context(), nil, "logs", "-n", systemNS, "-l", "app.kubernetes.io/name=corral-daemon", "--tail=50")
-			t.Fatalf("no shim of session %s was seen in the node's reap cgroup (%s) during 8 calls; daemon log:\n%s", sid, procs, logs)
-		}
 	})
 
 	t.Run("stray cgroup swept at start", func(t *testing.T) {
