@@ -14,21 +14,151 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// cgroupSettle bounds how long removeCgroups retries a cgroup that
+// cgroupSettle bounds how long cgroups.remove retries a cgroup that
 // refuses its rmdir (containers/common waits as long, for the same
 // reason: podman#11946).
 const cgroupSettle = 5 * time.Second
 
-// cgroupRoot is where the host's cgroup hierarchies are mounted.
-var cgroupRoot = "/sys/fs/cgroup"
+// hostCgroupRoot is where the host's cgroup hierarchies are mounted.
+const hostCgroupRoot = "/sys/fs/cgroup"
 
-// cgroupDirs lists the cgroups of container id: the leaf id under the
+// podCgroupPath is the node's cgroup mount point, seen from a Pod with
+// the node's PID namespace below /proc/PID/root of the node's init, pid 1
+// (proc(5): /proc/pid/root is the process's root directory, in its mount
+// namespace).
+const podCgroupPath = "1/root/sys/fs/cgroup"
+
+// cgroups is where one executor finds the node's cgroup hierarchies
+// (resolveCgroups, once, in New): every reader and writer of cgroups in
+// this package goes through it, never a path of its own.
+type cgroups struct {
+	// root is the directory the hierarchies are mounted in: cgroup v2's
+	// (cgroup.controllers in it), or one directory per cgroup v1
+	// hierarchy (memory, pids, cpu, …; a hybrid host's unified too); ""
+	// is the host's, hostCgroupRoot.
+	root string
+}
+
+// dir is c.root, the host's when unset.
+func (c cgroups) dir() string {
+	if c.root == "" {
+		return hostCgroupRoot
+	}
+	return c.root
+}
+
+// resolveCgroups decides where the node's cgroup hierarchies are: the
+// host's /sys/fs/cgroup, or, in a Pod (inPod), the node's seen through
+// its init (podCgroups on /proc).
+func resolveCgroups(inPod bool) (cgroups, error) {
+	if !inPod {
+		return cgroups{root: hostCgroupRoot}, nil
+	}
+	return podCgroups("/proc")
+}
+
+// podCgroups returns the node's cgroup hierarchies for a process in a
+// Pod, through pid 1 of the procfs at proc, or an error (wrapping
+// errdefs.ErrFailedPrecondition or the kernel's) that says why they
+// cannot be reached. A Pod's own /sys/fs/cgroup is no way to them: on
+// cgroup v1 runc binds the container's own cgroup over each hierarchy,
+// and a cgroup namespace's root is its own cgroup. So pid 1 must be the
+// node's init: in another mount namespace than this process (without the
+// node's PID namespace, hostPID, pid 1 is this container's first process
+// or the Pod's pause), its root reachable (ptrace access to pid 1:
+// CAP_SYS_PTRACE, a privileged Pod), and each hierarchy under it the
+// root cgroup of a cgroup filesystem (checkHostHierarchy): never a
+// container's view taken for the node's.
+func podCgroups(proc string) (cgroups, error) {
+	self, err := nsInode(filepath.Join(proc, "self", "ns", "mnt"))
+	if err != nil {
+		return cgroups{}, fmt.Errorf("the node's cgroups: %w", err)
+	}
+	init, err := nsInode(filepath.Join(proc, "1", "ns", "mnt"))
+	if err != nil {
+		return cgroups{}, fmt.Errorf("the node's cgroups: pid 1's mount namespace (a privileged Pod with the node's PID namespace, hostPID, reaches it): %w", err)
+	}
+	if self == init {
+		return cgroups{}, fmt.Errorf("the node's cgroups: %w: pid 1 shares this process's mount namespace, it is not the node's init (run the Pod with hostPID)", errdefs.ErrFailedPrecondition)
+	}
+	c := cgroups{root: filepath.Join(proc, podCgroupPath)}
+	if err := c.checkRoots(); err != nil {
+		return cgroups{}, fmt.Errorf("the node's cgroups: %w", err)
+	}
+	return c, nil
+}
+
+// nsInode returns the inode of the namespace file p (/proc/PID/ns/TYPE):
+// two processes share a namespace when their inodes are equal
+// (namespaces(7)).
+func nsInode(p string) (uint64, error) {
+	var st unix.Stat_t
+	if err := unix.Stat(p, &st); err != nil {
+		return 0, &os.PathError{Op: "stat", Path: p, Err: err}
+	}
+	return st.Ino, nil
+}
+
+// checkRoots refuses c unless each cgroup hierarchy in its root (v2's, or
+// every v1 one) is a hierarchy's root cgroup (checkHostHierarchy), and
+// there is at least one.
+func (c cgroups) checkRoots() error {
+	if fileExists(filepath.Join(c.dir(), "cgroup.controllers")) {
+		return checkHostHierarchy(c.dir())
+	}
+	entries, err := os.ReadDir(c.dir())
+	if err != nil {
+		return err
+	}
+	n := 0
+	for _, e := range entries {
+		h := filepath.Join(c.dir(), e.Name())
+		var st unix.Statfs_t
+		if unix.Statfs(h, &st) != nil || (st.Type != unix.CGROUP_SUPER_MAGIC && st.Type != unix.CGROUP2_SUPER_MAGIC) {
+			continue // not a hierarchy (cpu, a link to cpu,cpuacct, counts once per name)
+		}
+		if err := checkHostHierarchy(h); err != nil {
+			return err
+		}
+		n++
+	}
+	if n == 0 {
+		return fmt.Errorf("%w: no cgroup hierarchy in %s", errdefs.ErrFailedPrecondition, c.dir())
+	}
+	return nil
+}
+
+// dirs lists the cgroups of container id: the leaf id under the
 // namespace (the cgroupsPath /NS/ID the spec sets, containerPlan) in every
 // cgroup v1 hierarchy (the unified one of a hybrid host included) and in
 // cgroup v2's.
-func cgroupDirs(ns, id string) []string {
-	dirs, _ := filepath.Glob(filepath.Join(cgroupRoot, "*", ns, id))
-	return append(dirs, filepath.Join(cgroupRoot, ns, id))
+func (c cgroups) dirs(ns, id string) []string {
+	dirs, _ := filepath.Glob(filepath.Join(c.dir(), "*", ns, id))
+	return append(dirs, filepath.Join(c.dir(), ns, id))
+}
+
+// counter reads one counter of the container's cgroup: the v1 file
+// <controller>/<ns>/<id>/v1File, or the v2 file <ns>/<id>/v2File. Lines
+// are "key value". Missing files read as 0.
+func (c cgroups) counter(ns, id, controller, v1File, v2File, key string) int64 {
+	var p string
+	if fileExists(filepath.Join(c.dir(), "cgroup.controllers")) {
+		p = filepath.Join(c.dir(), ns, id, v2File)
+	} else {
+		p = filepath.Join(c.dir(), controller, ns, id, v1File)
+	}
+	data, err := os.ReadFile(p)
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		f := strings.Fields(line)
+		if len(f) == 2 && f[0] == key {
+			n, _ := strconv.ParseInt(f[1], 10, 64)
+			return n
+		}
+	}
+	return 0
 }
 
 // containerIDPattern is the form of a corral container's id,
@@ -39,20 +169,20 @@ var containerIDPattern = regexp.MustCompile(`^corral-[0-9a-f]{12}-[0-9]{1,20}$`)
 // isContainerID reports whether name is a corral container's id.
 func isContainerID(name string) bool { return containerIDPattern.MatchString(name) }
 
-// cgroupIDs returns the names of the cgroups directly under the
+// ids returns the names of the cgroups directly under the
 // namespace ns's cgroup (in any cgroup v1 hierarchy, or cgroup v2's: the
-// places cgroupDirs names) that are corral container ids; nothing for a
+// places dirs names) that are corral container ids; nothing for a
 // namespace that is not a single path component.
-func cgroupIDs(ns string) map[string]bool {
+func (c cgroups) ids(ns string) map[string]bool {
 	ids := map[string]bool{}
 	if ns == "" || ns == "." || ns == ".." || strings.ContainsRune(ns, '/') {
 		return ids
 	}
-	parents := []string{filepath.Join(cgroupRoot, ns)}
-	hierarchies, _ := os.ReadDir(cgroupRoot)
+	parents := []string{filepath.Join(c.dir(), ns)}
+	hierarchies, _ := os.ReadDir(c.dir())
 	for _, h := range hierarchies {
 		if h.IsDir() {
-			parents = append(parents, filepath.Join(cgroupRoot, h.Name(), ns))
+			parents = append(parents, filepath.Join(c.dir(), h.Name(), ns))
 		}
 	}
 	for _, p := range parents {
@@ -66,7 +196,7 @@ func cgroupIDs(ns string) map[string]bool {
 	return ids
 }
 
-// removeCgroups removes the cgroups of container id once its task is
+// remove removes the cgroups of container id once its task is
 // deleted (or its shim is gone), whatever the runtime left of them, and
 // returns an error naming those still there after wait.
 //
@@ -78,18 +208,18 @@ func cgroupIDs(ns string) map[string]bool {
 // still ends `runc delete` with success, its state removed: the cgroups
 // stay, empty, out of everyone's reach (seen under runc after gc of a
 // container started ahead: empty cgroups, pids.peak 6, corral-init's
-// threads). removeCgroups retries each rmdir (deepest first: runsc and
+// threads). remove retries each rmdir (deepest first: runsc and
 // nested managers make sub-cgroups) with a growing delay until wait, and
 // kills with SIGKILL what a cgroup of the container still holds (a task a
 // runtime killed mid-create left behind is out of every API's reach),
 // through a pidfd checked to be in the container's cgroup, so a reused
 // pid is never signalled.
-func removeCgroups(ns, id string, wait time.Duration) error {
+func (c cgroups) remove(ns, id string, wait time.Duration) error {
 	deadline := time.Now().Add(wait)
 	delay := 10 * time.Millisecond
 	for {
 		var left []string
-		for _, d := range cgroupDirs(ns, id) {
+		for _, d := range c.dirs(ns, id) {
 			if err := removeCgroupTree(d); err != nil {
 				left = append(left, d)
 				killCgroupProcs(d, "/"+ns+"/"+id)
@@ -195,24 +325,24 @@ func checkReapCgroup(p string) error {
 	return nil
 }
 
-// ensureReapCgroup makes the cgroup p (checked by checkReapCgroup) in
-// the cpu controller's hierarchy (reapCgroupDir) and sets its CPU share,
+// ensureReap makes the cgroup p (checked by checkReapCgroup) in
+// the cpu controller's hierarchy (reapDir) and sets its CPU share,
 // enabling cgroup v2's cpu controller in its parent when needed. It is
 // made again on each use: an operator may have removed it. An error
 // means the share cannot be set: the caller leaves the shims where they
 // are.
-func ensureReapCgroup(p string) error {
-	_, err := makeReapCgroup(p)
+func (c cgroups) ensureReap(p string) error {
+	_, err := c.makeReap(p)
 	return err
 }
 
-// makeReapCgroup is ensureReapCgroup, returning the cgroup's directory.
-func makeReapCgroup(p string) (string, error) {
-	h := reapHierarchy()
+// makeReap is ensureReap, returning the cgroup's directory.
+func (c cgroups) makeReap(p string) (string, error) {
+	h := c.reapHierarchy()
 	if err := checkHostHierarchy(h); err != nil {
-		return "", err
+		return "", fmt.Errorf("the reap cgroup's hierarchy: %w", err)
 	}
-	dir, file, share := reapCgroupIn(h, p)
+	dir, file, share := c.reapIn(h, p)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", fmt.Errorf("making the reap cgroup: %w", err)
 	}
@@ -230,17 +360,17 @@ func makeReapCgroup(p string) (string, error) {
 	return dir, nil
 }
 
-// reapCgroupDir is where the reap cgroup p is: cgroup v2's, else
+// reapDir is where the reap cgroup p is: cgroup v2's, else
 // cgroup v1's cpu hierarchy (also on a hybrid host, whose v2 hierarchy
 // has no controllers), with the name of its CPU share file and the value
 // corral gives it.
-func reapCgroupDir(p string) (dir, file, share string) {
-	return reapCgroupIn(reapHierarchy(), p)
+func (c cgroups) reapDir(p string) (dir, file, share string) {
+	return c.reapIn(c.reapHierarchy(), p)
 }
 
-// reapCgroupIn is reapCgroupDir in the hierarchy h (reapHierarchy's).
-func reapCgroupIn(h, p string) (dir, file, share string) {
-	if h == cgroupRoot {
+// reapIn is reapDir in the hierarchy h (reapHierarchy's).
+func (c cgroups) reapIn(h, p string) (dir, file, share string) {
+	if h == c.dir() {
 		return filepath.Join(h, p), "cpu.weight", reapCPUWeight
 	}
 	return filepath.Join(h, p), "cpu.shares", reapCPUShares
@@ -248,11 +378,11 @@ func reapCgroupIn(h, p string) (dir, file, share string) {
 
 // reapHierarchy is the hierarchy the reap cgroup is made in: cgroup
 // v2's, else cgroup v1's cpu hierarchy.
-func reapHierarchy() string {
-	if _, err := os.Stat(filepath.Join(cgroupRoot, "cgroup.controllers")); err == nil {
-		return cgroupRoot
+func (c cgroups) reapHierarchy() string {
+	if fileExists(filepath.Join(c.dir(), "cgroup.controllers")) {
+		return c.dir()
 	}
-	return filepath.Join(cgroupRoot, "cpu")
+	return filepath.Join(c.dir(), "cpu")
 }
 
 // checkHostHierarchy refuses h unless it is the root cgroup of a cgroup
@@ -266,11 +396,11 @@ func reapHierarchy() string {
 // cgroup: a reap cgroup made there would be a child of the container's
 // cgroup, and the shims moved into it the container's. Two stats, not
 // mountinfo, which a daemon's sessions make thousands of lines long (4.6
-// ms to read at 1,300 mounts) and ensureReapCgroup runs on every destroy.
+// ms to read at 1,300 mounts) and ensureReap runs on every destroy.
 func checkHostHierarchy(h string) error {
 	var st unix.Statfs_t
 	if err := unix.Statfs(h, &st); err != nil {
-		return fmt.Errorf("the reap cgroup's hierarchy: %w", err)
+		return fmt.Errorf("cgroup hierarchy: %w", err)
 	}
 	var view bool
 	switch st.Type {
@@ -279,10 +409,10 @@ func checkHostHierarchy(h string) error {
 	case unix.CGROUP2_SUPER_MAGIC:
 		view = fileExists(filepath.Join(h, "cgroup.type"))
 	default:
-		return fmt.Errorf("the reap cgroup's hierarchy %s: %w: not a cgroup mount", h, errdefs.ErrFailedPrecondition)
+		return fmt.Errorf("cgroup hierarchy %s: %w: not a cgroup mount", h, errdefs.ErrFailedPrecondition)
 	}
 	if view {
-		return fmt.Errorf("the reap cgroup's hierarchy %s: %w: a view of one cgroup (a container's), not the host's cgroup root", h, errdefs.ErrFailedPrecondition)
+		return fmt.Errorf("cgroup hierarchy %s: %w: a view of one cgroup (a container's), not the host's cgroup root", h, errdefs.ErrFailedPrecondition)
 	}
 	return nil
 }
@@ -334,7 +464,7 @@ func shimOf(pid int, id string) (int, int) {
 // executor's reap cgroup, unless it is gone (the pidfd says so, so a
 // reused pid is never moved) or the cgroup cannot be made (said once).
 func (e *Executor) moveToReapCgroup(fd, pid int) {
-	dir, err := makeReapCgroup(e.cfg.ReapCgroup)
+	dir, err := e.cgroups.makeReap(e.cfg.ReapCgroup)
 	if err != nil {
 		e.reapOnce.Do(func() {
 			fmt.Fprintf(e.cfg.Log, "corral: %v; shims stay in containerd's cgroup\n", oneLine(err))

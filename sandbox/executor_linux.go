@@ -63,6 +63,15 @@ type Config struct {
 	// refills. "" leaves the shims where containerd starts them; so does
 	// a host where corral cannot set a cgroup's CPU share.
 	ReapCgroup string
+	// InPod says the executor runs in a Kubernetes Pod on the node whose
+	// containerd it drives, with the node's PID namespace (hostPID) and
+	// privileges: its own /sys/fs/cgroup is the Pod's cgroup, so the
+	// node's cgroup hierarchies (the containers' limits hit, the kill of
+	// a call's processes, the removal of what runtimes leave, the reap
+	// cgroup) are reached through the node's init, /proc/1/root. New
+	// fails when pid 1 is not the node's init or its hierarchies are not
+	// cgroup roots (a container's view).
+	InPod bool
 	// AuditFile, when set, receives a copy of the audit events, which
 	// always go to StateDir/audit.log.
 	AuditFile string
@@ -86,6 +95,8 @@ type Executor struct {
 	audit *audit.Logger
 	// warm is the executor-wide cap on containers created ahead.
 	warm *warmCap
+	// cgroups is where the node's cgroup hierarchies are (Config.InPod).
+	cgroups cgroups
 
 	// connMu guards the connection and what is resolved once through it.
 	connMu sync.Mutex
@@ -172,6 +183,10 @@ func New(ctx context.Context, cfg Config) (*Executor, error) {
 	if err := checkReapCgroup(cfg.ReapCgroup); err != nil {
 		return nil, err
 	}
+	cg, err := resolveCgroups(cfg.InPod)
+	if err != nil {
+		return nil, err
+	}
 	oci, err := resolveRuntime(cfg.Runtime, cfg.RuntimeBinary, cfg.StateDir)
 	if err != nil {
 		return nil, err
@@ -186,7 +201,7 @@ func New(ctx context.Context, cfg Config) (*Executor, error) {
 	if err != nil {
 		return nil, fmt.Errorf("opening the audit log: %w", err)
 	}
-	e := &Executor{cfg: cfg, oci: oci, audit: log, warm: newWarmCap(cfg.MaxWarm)}
+	e := &Executor{cfg: cfg, oci: oci, audit: log, warm: newWarmCap(cfg.MaxWarm), cgroups: cg}
 	r, err := e.Sweep(ctx)
 	e.noteSwept(r)
 	if err != nil {

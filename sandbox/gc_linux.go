@@ -224,7 +224,7 @@ func (e *Executor) sweepContainers(ctx context.Context, force bool, cgroupWait t
 	return rep, errors.Join(errs...)
 }
 
-// sweepCgroups removes (removeCgroups: with what still runs in them) the
+// sweepCgroups removes (cgroups.remove: with what still runs in them) the
 // cgroups under the namespace whose name is a corral container's id
 // (isContainerID) and which no container record of the namespace names,
 // whatever its state directory, and no shim serves, and returns their
@@ -238,9 +238,9 @@ func (e *Executor) sweepContainers(ctx context.Context, force bool, cgroupWait t
 // is gone; a task whose record is gone but whose shim lives is
 // sweepOrphanShims's (which another state directory's corral may own);
 // and each record is looked up once more just before its cgroups go.
-// Each cgroup is waited for at most wait (removeCgroups).
+// Each cgroup is waited for at most wait (cgroups.remove).
 func (e *Executor) sweepCgroups(ctx context.Context, wait time.Duration) ([]string, error) {
-	ids := cgroupIDs(e.cfg.Namespace)
+	ids := e.cgroups.ids(e.cfg.Namespace)
 	if len(ids) == 0 {
 		return nil, nil
 	}
@@ -260,7 +260,7 @@ func (e *Executor) sweepCgroups(ctx context.Context, wait time.Duration) ([]stri
 		if _, err := e.client.LoadContainer(ctx, id); !errdefs.IsNotFound(err) {
 			continue // made since the listing, or containerd did not say
 		}
-		if err := removeCgroups(e.cfg.Namespace, id, wait); err != nil {
+		if err := e.cgroups.remove(e.cfg.Namespace, id, wait); err != nil {
 			errs = append(errs, err)
 			continue
 		}
@@ -384,7 +384,7 @@ func (e *Executor) sweepSessions(ctx context.Context, force bool) (*GCReport, er
 // reap kills and deletes a leftover container: its task through
 // containerd first (the shim deletes the runtime's state, cgroups and
 // bundle, and exits), then whatever the runtime left of its cgroups
-// (removeCgroups), then the record with its snapshot. The task's IO is
+// (cgroups.remove), then the record with its snapshot. The task's IO is
 // attached to a discard sink first: without a reader the task can block
 // forever on its FIFOs and task.Delete waits. A container without a task
 // may have its create still in flight in containerd (the owner died in
@@ -414,8 +414,8 @@ func (e *Executor) reap(ctx context.Context, c containerd.Container) error {
 	} else if !errdefs.IsNotFound(err) {
 		return fmt.Errorf("getting task of %s: %w", c.ID(), err)
 	}
-	// What the runtime's delete left of the cgroups (removeCgroups).
-	cgErr := removeCgroups(e.cfg.Namespace, c.ID(), cgroupSettle)
+	// What the runtime's delete left of the cgroups (cgroups.remove).
+	cgErr := e.cgroups.remove(e.cfg.Namespace, c.ID(), cgroupSettle)
 	spec, specErr := c.Spec(ctx)
 	if err := c.Delete(ctx, containerd.WithSnapshotCleanup); err != nil && !errdefs.IsNotFound(err) {
 		return fmt.Errorf("deleting container %s: %w", c.ID(), err)

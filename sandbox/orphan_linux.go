@@ -184,7 +184,7 @@ func (e *Executor) removeOrphan(ctx context.Context, id string, shims []shimProc
 			_ = os.RemoveAll(sp.bundle)
 		}
 	}
-	cgErr := removeCgroups(e.cfg.Namespace, id, cgroupSettle)
+	cgErr := e.cgroups.remove(e.cfg.Namespace, id, cgroupSettle)
 	if spec != nil {
 		e.removeRequestDir(spec, id)
 	}

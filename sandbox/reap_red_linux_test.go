@@ -97,7 +97,7 @@ func TestMoveToReapCgroupSkipsADeadShim(t *testing.T) {
 		t.Skip("needs root (cgroupfs)")
 	}
 	p := "/corral-unit-reapdead-" + strconv.Itoa(os.Getpid())
-	dir, _, _ := reapCgroupDir(p)
+	dir, _, _ := cgroups{}.reapDir(p)
 	t.Cleanup(func() { _ = unix.Rmdir(dir) })
 	e := &Executor{cfg: Config{ReapCgroup: p, Log: os.Stderr}}
 
@@ -135,9 +135,9 @@ func TestKillCgroupProcsStaysInItsContainer(t *testing.T) {
 		t.Skip("needs root (cgroupfs)")
 	}
 	ns := "corral-unit-kill-" + strconv.Itoa(os.Getpid())
-	hier := filepath.Join(cgroupRoot, "pids")
-	if _, err := os.Stat(filepath.Join(cgroupRoot, "cgroup.controllers")); err == nil {
-		hier = cgroupRoot
+	hier := filepath.Join(hostCgroupRoot, "pids")
+	if _, err := os.Stat(filepath.Join(hostCgroupRoot, "cgroup.controllers")); err == nil {
+		hier = hostCgroupRoot
 	}
 	mk := func(rel string) (string, *exec.Cmd) {
 		d := filepath.Join(hier, rel)
@@ -163,7 +163,7 @@ func TestKillCgroupProcsStaysInItsContainer(t *testing.T) {
 	require.False(t, inCgroup(other.Process.Pid, leaf), "another namespace's c1 process is c1's")
 	done := make(chan error, 1)
 	go func() { done <- mine.Wait() }()
-	for _, d := range cgroupDirs(ns, "c1") {
+	for _, d := range (cgroups{}).dirs(ns, "c1") {
 		killCgroupProcs(d, leaf)
 	}
 	select {
@@ -183,27 +183,25 @@ func TestReapCgroupReadOnly(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root (cgroupfs)")
 	}
-	h := reapHierarchy()
+	h := cgroups{}.reapHierarchy()
 	view := t.TempDir()
 	bound := view
-	if h != cgroupRoot {
+	if h != hostCgroupRoot {
 		bound = filepath.Join(view, "cpu")
 		require.NoError(t, os.Mkdir(bound, 0o755))
 	}
 	require.NoError(t, unix.Mount(h, bound, "", unix.MS_BIND, ""))
 	t.Cleanup(func() { _ = unix.Unmount(bound, unix.MNT_DETACH) })
 	require.NoError(t, unix.Mount("", bound, "", unix.MS_BIND|unix.MS_REMOUNT|unix.MS_RDONLY, ""))
-	old := cgroupRoot
-	cgroupRoot = view
-	t.Cleanup(func() { cgroupRoot = old })
+	ro := cgroups{root: view}
 
 	p := "/corral-unit-reapro-" + strconv.Itoa(os.Getpid())
 	t.Cleanup(func() { _ = unix.Rmdir(filepath.Join(h, p)) })
-	require.ErrorIs(t, ensureReapCgroup(p), unix.EROFS)
+	require.ErrorIs(t, ro.ensureReap(p), unix.EROFS)
 	require.NoDirExists(t, filepath.Join(h, p))
 
 	var log strings.Builder
-	e := &Executor{cfg: Config{ReapCgroup: p, Log: &log}}
+	e := &Executor{cfg: Config{ReapCgroup: p, Log: &log}, cgroups: ro}
 	proc := exec.Command("sleep", "60")
 	require.NoError(t, proc.Start())
 	t.Cleanup(func() { _ = proc.Process.Kill(); _ = proc.Wait() })

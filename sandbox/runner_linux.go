@@ -12,7 +12,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -495,9 +494,9 @@ func (r *runner) destroy(c *container) {
 		taskDeleted = err == nil
 		if taskDeleted {
 			// What the runtime's delete left of the cgroups
-			// (removeCgroups): on a loaded host runc can leave them
+			// (cgroups.remove): on a loaded host runc can leave them
 			// empty.
-			if err := removeCgroups(e.cfg.Namespace, c.id, cgroupSettle); err != nil {
+			if err := e.cgroups.remove(e.cfg.Namespace, c.id, cgroupSettle); err != nil {
 				fmt.Fprintf(e.cfg.Log, "corral: %v\n", oneLine(err))
 			}
 		}
@@ -637,7 +636,7 @@ func (r *runner) wait(ctx context.Context, c *container, argv []string, data []b
 		// gVisor sandbox) they are killed here too, at once; the shim
 		// still reports the exit.
 		if r.e.oci.info.StartAhead {
-			for _, d := range cgroupDirs(r.e.cfg.Namespace, c.id) {
+			for _, d := range r.e.cgroups.dirs(r.e.cfg.Namespace, c.id) {
 				killCgroupProcs(d, "/"+r.e.cfg.Namespace+"/"+c.id)
 			}
 		}
@@ -697,10 +696,10 @@ func (r *runner) wait(ctx context.Context, c *container, argv []string, data []b
 		res.LimitsHit = append(res.LimitsHit, LimitTimeout)
 	}
 	// The cgroup exists until the task is deleted.
-	if cgroupCounter(r.e.cfg.Namespace, c.id, "memory", "memory.oom_control", "memory.events", "oom_kill") > 0 {
+	if r.e.cgroups.counter(r.e.cfg.Namespace, c.id, "memory", "memory.oom_control", "memory.events", "oom_kill") > 0 {
 		res.LimitsHit = append(res.LimitsHit, LimitMemory)
 	}
-	if cgroupCounter(r.e.cfg.Namespace, c.id, "pids", "pids.events", "pids.events", "max") > 0 {
+	if r.e.cgroups.counter(r.e.cfg.Namespace, c.id, "pids", "pids.events", "pids.events", "max") > 0 {
 		res.LimitsHit = append(res.LimitsHit, LimitPids)
 	}
 	// The exit can arrive before the output copy has finished.
@@ -729,31 +728,6 @@ func (r *runner) wait(ctx context.Context, c *container, argv []string, data []b
 		return res, fmt.Errorf("invocation %s: %w", c.id, context.Cause(ctx))
 	}
 	return res, nil
-}
-
-// cgroupCounter reads one counter of the container's cgroup from the host:
-// v1 file under /sys/fs/cgroup/<controller>/<ns>/<id>/, or the v2 file
-// under /sys/fs/cgroup/<ns>/<id>/. Lines are "key value". Missing files
-// read as 0.
-func cgroupCounter(ns, id, controller, v1File, v2File, key string) int64 {
-	var p string
-	if _, err := os.Stat("/sys/fs/cgroup/cgroup.controllers"); err == nil {
-		p = filepath.Join("/sys/fs/cgroup", ns, id, v2File)
-	} else {
-		p = filepath.Join("/sys/fs/cgroup", controller, ns, id, v1File)
-	}
-	data, err := os.ReadFile(p)
-	if err != nil {
-		return 0
-	}
-	for _, line := range strings.Split(string(data), "\n") {
-		f := strings.Fields(line)
-		if len(f) == 2 && f[0] == key {
-			n, _ := strconv.ParseInt(f[1], 10, 64)
-			return n
-		}
-	}
-	return 0
 }
 
 // InitGrace is how long after the profile's timeout corral-init kills

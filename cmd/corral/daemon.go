@@ -105,9 +105,16 @@ docs/daemon.md.`,
 			sc := g.config(log)
 			sc.Log = g.progress(log, defaultDaemonLevel) // a long-lived process says what it does
 			sc.Cold, sc.MaxWarm, sc.PoolIdle, sc.ReapCgroup = maxWarm == 0, maxWarm, poolIdle, reapCgroup
-			if cfg.KubeletRoot != "" && !cmd.Flags().Changed("reap-cgroup") {
-				// A Pod's /sys/fs/cgroup is its own cgroup, not the
-				// node's: the node's shims are not moved into it.
+			// Pod mode runs in a Pod whose /sys/fs/cgroup is its own
+			// cgroup: the node's hierarchies (limits hit, the kill of a
+			// call, the cgroups runtimes leave, the reap cgroup) are
+			// reached through the node's init.
+			sc.InPod = cfg.KubeletRoot != ""
+			if sc.InPod && !cmd.Flags().Changed("reap-cgroup") {
+				// Off unless asked for: on a saturated node a shim at
+				// 1/16 of a share delays the deletes a session's
+				// removal waits for (seen at load 100-200 on the test
+				// cluster, not told apart from the load itself).
 				sc.ReapCgroup = ""
 			}
 			// Pod mode runs in a Pod: its session mounts must reach the
@@ -133,7 +140,7 @@ docs/daemon.md.`,
 	f.IntVar(&cfg.MaxRunning, "max-running", max(4, 2*runtime.NumCPU()), "calls running a container at once, host-wide")
 	f.IntVar(&cfg.MaxRunningPerUID, "max-running-per-uid", 0, "calls one uid other than root runs at once (in Pod mode: one Pod), so that one caller's long calls never hold every slot; 0 for no cap (default: --max-running less a quarter of it, at least 1)")
 	f.DurationVar(&cfg.QueueWait, "queue-wait", 30*time.Second, "how long a call over --max-running waits for a slot before 429 busy")
-	f.StringVar(&reapCgroup, "reap-cgroup", sandbox.DefaultReapCgroup, "cgroup (a path from the cgroup root) at 1/16 of a default CPU share, where the shim of a container being destroyed moves, so that deletes yield the CPU to calls and to pools' refills; \"\" (the default in Pod mode) leaves shims in containerd's")
+	f.StringVar(&reapCgroup, "reap-cgroup", sandbox.DefaultReapCgroup, "cgroup (a path from the cgroup root) at 1/16 of a default CPU share, where the shim of a container being destroyed moves, so that deletes yield the CPU to calls and to pools' refills (in Pod mode, the node's cgroup, reached through its init); \"\" (the default in Pod mode) leaves shims in containerd's")
 	f.IntVar(&maxWarm, "max-warm", sandbox.DefaultMaxWarm, "containers created ahead of calls, host-wide; each session keeps its profile's pool_depth (default 2) under it, and a call that finds none ready doubles its session's depth up to pool_max_depth (default 8) and half of --max-warm, leaving a quarter of --max-warm to other sessions' pool_depth; one owner's sessions (a uid but root; in Pod mode one Pod) grow past their pool_depth only while they hold, together, less than half of --max-warm; 0 creates each on its call")
 	f.DurationVar(&poolIdle, "pool-idle", sandbox.DefaultPoolIdle, "how long after its last call a session's pool keeps the depth its bursts grew it to; then it shrinks back to pool_depth, destroying the extra containers")
 	f.IntVar(&cfg.MaxSessionsPerUID, "max-sessions-per-uid", daemon.DefaultMaxSessionsPerUID, "sessions one uid other than root may hold at once (in Pod mode: one Pod); 0 for no cap")
