@@ -51,6 +51,12 @@ type Result struct {
 	// the request sent to a container started ahead) to the exit.
 	Duration time.Duration `json:"duration_ns"`
 	// LimitsHit names each limit reached (Limit* constants).
+	// LimitTimeout means a process of the container still ran at the
+	// deadline (the supervisor's, or corral-init's own when the
+	// supervisor was late): a container that ended before it hit no
+	// timeout, however late its exit status arrives (a loaded host runs
+	// the runtime's shim late), on a runtime whose container cgroups
+	// hold the tool's processes (RuntimeInfo.StartAhead).
 	LimitsHit []string `json:"limits_hit"`
 	// Stdout and Stderr hold at most the profile's output cap each.
 	Stdout          []byte `json:"-"`
@@ -562,23 +568,30 @@ func (r *runner) wait(ctx context.Context, c *container, argv []string, data []b
 		return nil, &notStartedError{fmt.Errorf("container %s: its init exited (status %d) before the call", c.id, st.ExitCode())}
 	default:
 	}
-	kill := func(limit string) containerd.ExitStatus {
-		if limit != "" {
-			res.LimitsHit = append(res.LimitsHit, limit)
-		}
+	// kill ends every process of the container and waits for its exit
+	// status. It reports whether a process of the container was still
+	// there to kill: false only where the supervisor sees the
+	// container's processes (below) and found its cgroups empty, the
+	// container having ended before the kill, its exit status not yet
+	// delivered.
+	kill := func() (containerd.ExitStatus, bool) {
 		// SIGKILL to every process: no process in the container can
 		// catch it, corral-init included. The shim runs the runtime's
 		// kill, which a busy host can delay by seconds: where the
 		// container's cgroups hold its own processes (runc, crun; not a
 		// gVisor sandbox) they are killed here too, at once; the shim
 		// still reports the exit.
+		ran := true
 		if r.e.oci.info.StartAhead {
+			found, killed := false, 0
 			for _, d := range cgroupDirs(r.e.cfg.Namespace, c.id) {
-				killCgroupProcs(d, "/"+r.e.cfg.Namespace+"/"+c.id)
+				f, k := killCgroupProcs(d, "/"+r.e.cfg.Namespace+"/"+c.id)
+				found, killed = found || f, killed+k
 			}
+			ran = !found || killed > 0
 		}
 		_ = c.task.Kill(cctx, syscall.SIGKILL, containerd.WithKillAll)
-		return <-c.statusC
+		return <-c.statusC, ran
 	}
 	start := time.Now()
 	if c.started {
@@ -587,7 +600,8 @@ func (r *runner) wait(ctx context.Context, c *container, argv []string, data []b
 				// The call ended while its request was written: the
 				// init may have read part of it. Killed and reaped
 				// before the call returns, so nothing runs after.
-				c.statusC = exited(kill(""))
+				st, _ := kill()
+				c.statusC = exited(st)
 				c.exited = true
 			}
 			return nil, err
@@ -605,14 +619,31 @@ func (r *runner) wait(ctx context.Context, c *container, argv []string, data []b
 	timer := time.NewTimer(lim.Timeout)
 	defer timer.Stop()
 	var status containerd.ExitStatus
+	endedEarly := false // the container ended before the timeout; its exit status came after it
 	select {
 	case status = <-c.statusC:
 	case <-timer.C:
-		status = kill(LimitTimeout)
+		at := time.Since(start)
+		var ran bool
+		status, ran = kill()
+		switch {
+		case ran:
+			res.LimitsHit = append(res.LimitsHit, LimitTimeout)
+		case at < lim.Timeout+InitGrace:
+			// Every process of the container had ended before the
+			// deadline, and before corral-init's own (it counts from
+			// its read of the request, after start): only the exit
+			// status came late (a shim a loaded host runs late). No
+			// timeout, whatever the exit code.
+			endedEarly = true
+		}
+		// Else corral-init's deadline may have ended it: as for an
+		// exit that came first, below.
 	case <-c.over:
-		status = kill(LimitOutput)
+		status, _ = kill()
+		res.LimitsHit = append(res.LimitsHit, LimitOutput)
 	case <-ctx.Done():
-		status = kill("")
+		status, _ = kill()
 	}
 	res.Duration = time.Since(start)
 	code, _, err := status.Result()
@@ -621,7 +652,7 @@ func (r *runner) wait(ctx context.Context, c *container, argv []string, data []b
 	}
 	c.exited = true
 	res.ExitCode = int(code)
-	if res.ExitCode == 128+int(syscall.SIGKILL) && res.Duration >= lim.Timeout && !slices.Contains(res.LimitsHit, LimitTimeout) {
+	if res.ExitCode == 128+int(syscall.SIGKILL) && res.Duration >= lim.Timeout && !endedEarly && !slices.Contains(res.LimitsHit, LimitTimeout) {
 		// corral-init's own deadline came first (a busy supervisor).
 		res.LimitsHit = append(res.LimitsHit, LimitTimeout)
 	}
