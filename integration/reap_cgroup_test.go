@@ -165,6 +165,83 @@ func killedWithoutShim(t *testing.T, s *sandbox.Session, ids []string, stopped [
 	require.NoError(t, o.err)
 	require.Equal(t, []string{sandbox.LimitTimeout}, o.res.LimitsHit)
 	require.Equal(t, 137, o.res.ExitCode)
+
+}
+
+// TestCallDoesNotWaitForASilentShim: a call over its timeout whose
+// container's shim stays stopped (SIGSTOP: a hung or CPU-starved shim)
+// never hears of the exit; it fails with sandbox.ErrShimSilent within the
+// kill's bound (15 s) instead of holding its slot, and its container
+// past its deadline label, for as long as the shim is stopped. Its tool
+// is dead (the supervisor killed the container's cgroups). Once the shims
+// run again the session closes and gc finds nothing. runc and crun: on
+// runsc a container made ahead is started at the call, and task.Start
+// is not bounded.
+func TestCallDoesNotWaitForASilentShim(t *testing.T) {
+	forEachRuntime(t, func(t *testing.T, rt testRuntime) {
+		if info, err := sandbox.LookupRuntime(rt.name); err != nil || !info.StartAhead {
+			t.Skipf("%s starts a container at the call", rt.name)
+		}
+		// No reap cgroup: the destroys after the resume are not starved
+		// by other jobs' deletes at 1/16 share on a loaded host (the
+		// reap cgroup is TestShimsYieldTheCPUWhenDestroyed's).
+		e := rt.executor(t, func(c *sandbox.Config) { c.ReapCgroup = "" })
+		ctx := e.Context(context.Background())
+		s := newSessionOn(t, e, hiddenRepo(t), withResources(t, profiles.Resources{Timeout: "3s"}))
+		run(t, s, "ls")
+		s.Idle()
+		cs, err := e.Client().Containers(ctx, fmt.Sprintf("labels.%q==%s", sandbox.LabelSession, s.ID))
+		require.NoError(t, err)
+		var ids []string
+		for _, c := range cs {
+			ids = append(ids, c.ID())
+		}
+		shims := shimsOf(t, "corral-"+s.ID+"-")
+		require.NotEmpty(t, shims)
+		for _, pid := range shims {
+			require.NoError(t, syscall.Kill(pid, syscall.SIGSTOP))
+		}
+		resume := func() {
+			for _, pid := range shims {
+				_ = syscall.Kill(pid, syscall.SIGCONT)
+			}
+		}
+		t.Cleanup(resume)
+
+		start := time.Now()
+		type outcome struct {
+			res *sandbox.Result
+			err error
+		}
+		done := make(chan outcome, 1)
+		go func() {
+			r, err := testutil.ExecWithoutPolicy(context.Background(), s, []string{"probe", "sleep", "60s"}, nil, nil)
+			done <- outcome{r, err}
+		}()
+		sleepers := func() []int { return processesNamed(t, testutil.Namespace, ids, "probe") }
+		require.Eventually(t, func() bool { return len(sleepers()) == 1 }, 3*time.Second, 20*time.Millisecond,
+			"the call's tool never ran (shims stopped: %v)", shims)
+		var o outcome
+		select {
+		case o = <-done:
+		case <-time.After(40 * time.Second):
+			t.Fatalf("a call whose shim stays stopped still waits %s after its start", time.Since(start))
+		}
+		took := time.Since(start)
+		t.Logf("the call returned %s after its start (timeout 3s)", took)
+		require.ErrorIs(t, o.err, sandbox.ErrShimSilent)
+		require.Nil(t, o.res)
+		require.Empty(t, sleepers(), "the tool outlived its call")
+		require.Greater(t, took, 3*time.Second+10*time.Second, "the call gave the shim less than the kill's bound")
+		resume()
+		require.NoError(t, s.Close())
+		left, err := e.Client().Containers(ctx, fmt.Sprintf("labels.%q==%s", sandbox.LabelSession, s.ID))
+		require.NoError(t, err)
+		require.Empty(t, left, "containers of the closed session")
+		for _, id := range ids {
+			require.Empty(t, runtimeLeftovers(t, rt, e.Config().StateDir, id), "what the runtime holds of %s", id)
+		}
+	})
 }
 
 // pidfds counts this process's open pidfds.

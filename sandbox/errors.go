@@ -20,6 +20,14 @@ var ErrContainerdGone = errors.New("containerd stopped answering")
 // containerd no longer knows the task): the tool never ran.
 var errNotStarted = errors.New("the container died before it was started")
 
+// ErrShimSilent is wrapped (with errdefs.ErrUnavailable) by the error of
+// a call whose container's shim did not report the exit within killWait
+// of the kill, or did not end the output within ioWait of the exit (the
+// shim stopped, or starved of the CPU). The tool was killed (on runc and
+// crun the supervisor also killed its cgroups' processes itself); its
+// result is lost, and the container is destroyed.
+var ErrShimSilent = fmt.Errorf("the container's shim did not answer: %w", errdefs.ErrUnavailable)
+
 // errStatusLost is wrapped (with errNotStarted) by the error of a call
 // whose container made ahead lost the stream of its task's status before
 // the call (containerd restarted while it waited): so did every other

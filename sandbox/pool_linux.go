@@ -22,14 +22,15 @@ const maxWarmAge = 30 * time.Minute
 // callSlack is how long a call may hold its container beyond the
 // profile's timeout, counted from the take: send's wait for the init to
 // open its FIFO (sendWait; a runtime's start of a container created, not
-// started, ahead is given as long), the kill at the limit and the exit,
-// the output's copy, then destroy (destroyWait for containerd, then
-// cgroupSettle for the cgroups the runtime left). A take as late as
+// started, ahead is given as long), the kill at the limit and the exit
+// (killWait), the output's copy (ioWait), then destroy (destroyWait for
+// containerd, then cgroupSettle for the cgroups the runtime left): 65 s,
+// and a margin. A take as late as
 // maxWarmAge with no slack let a call outlive its label: taken at
 // 29:59.5, its request sent up to 10 s later, its tool killed at the
 // timeout after that (30:09.5 + the timeout), while any sweep reaps it
 // from 30:02 + the timeout (TestCallFitsItsDeadline).
-const callSlack = time.Minute
+const callSlack = 90 * time.Second
 
 // maxTakeAge is the age of the oldest container created ahead that take
 // hands out: the label leaves its call callSlack beyond the timeout, and
@@ -338,15 +339,22 @@ func (p *pool) stopFilling() {
 // drain destroys every container waiting in the pool; refills may start
 // again afterwards unless the pool is closed.
 func (p *pool) drain() {
+	for _, c := range p.takeAll() {
+		p.destroy(c)
+	}
+}
+
+// takeAll removes every ready container from the pool and returns them
+// for the caller to destroy (drain without the destroys: a call hands
+// them to the background, so it does not wait on their shims).
+func (p *pool) takeAll() []*container {
 	p.mu.Lock()
+	defer p.mu.Unlock()
 	ready := p.ready
 	p.ready = nil
 	p.cap.release(p.owner, len(ready))
 	p.cap.add(-len(ready), 0, 0)
-	p.mu.Unlock()
-	for _, c := range ready {
-		p.destroy(c)
-	}
+	return ready
 }
 
 // stop stops refilling for good and destroys what is ready; a refill in

@@ -375,6 +375,70 @@ func (c *container) send(ctx context.Context, data []byte) error {
 	return fmt.Errorf("writing the control FIFO: %w", err)
 }
 
+// killWait bounds how long a call waits, after it killed its container
+// (a limit, a cancel), for the runtime's kill to be sent and the exit to
+// come back through the shim; ioWait bounds the output copy's end after
+// the exit (the shim closes its ends of the stdio FIFOs once the
+// container's processes are gone). A shim stopped or starved of the CPU
+// answers neither; without the bounds a call would hold its slot, and
+// its container past the deadline label, for as long as the shim (a
+// process other than corral) stays stopped. callSlack counts both.
+const (
+	killWait = 15 * time.Second
+	ioWait   = 5 * time.Second
+)
+
+// killed sends the runtime's kill of every process of c (SIGKILL, which
+// no process can catch, corral-init included) through c's shim and waits
+// for the exit, both within killWait. Past it the error wraps
+// ErrShimSilent, c's stdio is closed so that nothing waits on the copy,
+// and c stays not exited: destroy kills and deletes it again.
+func (c *container) killed(ctx context.Context) (containerd.ExitStatus, error) {
+	ctx, cancel := context.WithTimeout(ctx, killWait)
+	defer cancel()
+	_ = c.task.Kill(ctx, syscall.SIGKILL, containerd.WithKillAll)
+	select {
+	case st := <-c.statusC:
+		return st, nil
+	case <-ctx.Done():
+		c.closeIO()
+		return containerd.ExitStatus{}, fmt.Errorf("container %s: %w within %s of the kill", c.id, ErrShimSilent, killWait)
+	}
+}
+
+// outputCopied waits for the end of c's output copy, within ioWait; past
+// it c's stdio is closed and the error wraps ErrShimSilent.
+func (c *container) outputCopied() error {
+	done := make(chan struct{})
+	go func() {
+		c.task.IO().Wait()
+		close(done)
+	}()
+	t := time.NewTimer(ioWait)
+	defer t.Stop()
+	select {
+	case <-done:
+		return nil
+	case <-t.C:
+		c.closeIO()
+		select {
+		case <-done:
+		case <-time.After(ioWait):
+		}
+		return fmt.Errorf("container %s: %w: its output did not end within %s of the exit", c.id, ErrShimSilent, ioWait)
+	}
+}
+
+// closeIO closes corral's ends of c's stdio FIFOs: the copy stops (a
+// read of a closed FIFO returns at once), so neither this call nor the
+// task's delete, which waits for the copy, waits on a silent shim.
+func (c *container) closeIO() {
+	if io := c.task.IO(); io != nil {
+		io.Cancel()
+		_ = io.Close()
+	}
+}
+
 // exited is a channel that delivers st once, in place of a status channel
 // send already read.
 func exited(st containerd.ExitStatus) <-chan containerd.ExitStatus {
@@ -569,12 +633,12 @@ func (r *runner) wait(ctx context.Context, c *container, argv []string, data []b
 	default:
 	}
 	// kill ends every process of the container and waits for its exit
-	// status. It reports whether a process of the container was still
-	// there to kill: false only where the supervisor sees the
-	// container's processes (below) and found its cgroups empty, the
-	// container having ended before the kill, its exit status not yet
-	// delivered.
-	kill := func() (containerd.ExitStatus, bool) {
+	// status (c.killed: within killWait, else the error). It reports
+	// whether a process of the container was still there to kill: false
+	// only where the supervisor sees the container's processes (below)
+	// and found its cgroups empty, the container having ended before the
+	// kill, its exit status not yet delivered.
+	kill := func() (containerd.ExitStatus, bool, error) {
 		// SIGKILL to every process: no process in the container can
 		// catch it, corral-init included. The shim runs the runtime's
 		// kill, which a busy host can delay by seconds: where the
@@ -590,8 +654,8 @@ func (r *runner) wait(ctx context.Context, c *container, argv []string, data []b
 			}
 			ran = !found || killed > 0
 		}
-		_ = c.task.Kill(cctx, syscall.SIGKILL, containerd.WithKillAll)
-		return <-c.statusC, ran
+		st, err := c.killed(cctx)
+		return st, ran, err
 	}
 	start := time.Now()
 	if c.started {
@@ -600,9 +664,12 @@ func (r *runner) wait(ctx context.Context, c *container, argv []string, data []b
 				// The call ended while its request was written: the
 				// init may have read part of it. Killed and reaped
 				// before the call returns, so nothing runs after.
-				st, _ := kill()
-				c.statusC = exited(st)
-				c.exited = true
+				if st, _, kerr := kill(); kerr != nil {
+					err = errors.Join(err, kerr)
+				} else {
+					c.statusC = exited(st)
+					c.exited = true
+				}
 			}
 			return nil, err
 		}
@@ -619,13 +686,14 @@ func (r *runner) wait(ctx context.Context, c *container, argv []string, data []b
 	timer := time.NewTimer(lim.Timeout)
 	defer timer.Stop()
 	var status containerd.ExitStatus
+	var werr error
 	endedEarly := false // the container ended before the timeout; its exit status came after it
 	select {
 	case status = <-c.statusC:
 	case <-timer.C:
 		at := time.Since(start)
 		var ran bool
-		status, ran = kill()
+		status, ran, werr = kill()
 		switch {
 		case ran:
 			res.LimitsHit = append(res.LimitsHit, LimitTimeout)
@@ -640,10 +708,13 @@ func (r *runner) wait(ctx context.Context, c *container, argv []string, data []b
 		// Else corral-init's deadline may have ended it: as for an
 		// exit that came first, below.
 	case <-c.over:
-		status, _ = kill()
+		status, _, werr = kill()
 		res.LimitsHit = append(res.LimitsHit, LimitOutput)
 	case <-ctx.Done():
-		status, _ = kill()
+		status, _, werr = kill()
+	}
+	if werr != nil {
+		return nil, werr
 	}
 	res.Duration = time.Since(start)
 	code, _, err := status.Result()
@@ -664,7 +735,9 @@ func (r *runner) wait(ctx context.Context, c *container, argv []string, data []b
 		res.LimitsHit = append(res.LimitsHit, LimitPids)
 	}
 	// The exit can arrive before the output copy has finished.
-	c.task.IO().Wait()
+	if err := c.outputCopied(); err != nil {
+		return nil, err
+	}
 	if r.layout.AreaFull() {
 		res.LimitsHit = append(res.LimitsHit, LimitWriteArea)
 	}

@@ -499,16 +499,24 @@ func (s *Session) call(ctx context.Context, req initctl.Request, stdout, stderr 
 		}
 		res, err = s.runner.start(ctx, c, req, stdout, stderr)
 	}
+	var lost []*container
+	if err != nil && errdefs.IsUnavailable(err) {
+		// containerd went away, or a shim stopped answering: what was
+		// created ahead may be gone or as silent. Taken out now, so no
+		// call takes one; destroyed in the background, so this call
+		// does not wait on their shims (each destroy may take
+		// destroyWait).
+		lost = s.pool.takeAll()
+	}
 	s.bg.Add(1)
 	go func() {
 		defer s.bg.Done()
 		s.runner.destroy(c)
+		for _, l := range lost {
+			s.runner.destroy(l)
+		}
 		s.pool.refill()
 	}()
-	if err != nil && errdefs.IsUnavailable(err) {
-		// containerd went away: what was created ahead may be gone.
-		s.pool.drain()
-	}
 	return res, err
 }
 
