@@ -26,7 +26,14 @@ var errNotStarted = errors.New("the container died before it was started")
 // shim stopped, or starved of the CPU). The tool was killed (on runc and
 // crun the supervisor also killed its cgroups' processes itself); its
 // result is lost, and the container is destroyed.
-var ErrShimSilent = fmt.Errorf("the container's shim did not answer: %w", errdefs.ErrUnavailable)
+var ErrShimSilent = errors.New("the container's shim did not answer")
+
+// shimSilentError is an error wrapping ErrShimSilent and
+// errdefs.ErrUnavailable whose text is msg alone.
+type shimSilentError struct{ msg string }
+
+func (e *shimSilentError) Error() string   { return e.msg }
+func (e *shimSilentError) Unwrap() []error { return []error{ErrShimSilent, errdefs.ErrUnavailable} }
 
 // errStatusLost is wrapped (with errNotStarted) by the error of a call
 // whose container made ahead lost the stream of its task's status before

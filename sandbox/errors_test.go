@@ -24,3 +24,13 @@ func TestContainerdGoneIsOneLine(t *testing.T) {
 	require.True(t, errdefs.IsAlreadyExists(other))
 	require.False(t, errors.Is(other, ErrContainerdGone))
 }
+
+// TestShimSilentError: the error of a call whose shim went silent is
+// ErrShimSilent and errdefs' unavailable (the API's kind "unavailable",
+// a retry later), and its text names no category.
+func TestShimSilentError(t *testing.T) {
+	err := error(&shimSilentError{"container c: its shim reported no exit within 15s of the kill"})
+	require.ErrorIs(t, err, ErrShimSilent)
+	require.True(t, errdefs.IsUnavailable(err))
+	require.Equal(t, "container c: its shim reported no exit within 15s of the kill", err.Error())
+}

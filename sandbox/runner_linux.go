@@ -402,7 +402,7 @@ func (c *container) killed(ctx context.Context) (containerd.ExitStatus, error) {
 		return st, nil
 	case <-ctx.Done():
 		c.closeIO()
-		return containerd.ExitStatus{}, fmt.Errorf("container %s: %w within %s of the kill", c.id, ErrShimSilent, killWait)
+		return containerd.ExitStatus{}, &shimSilentError{fmt.Sprintf("container %s: its shim reported no exit within %s of the kill (the tool was killed; the call's result is lost)", c.id, killWait)}
 	}
 }
 
@@ -425,7 +425,7 @@ func (c *container) outputCopied() error {
 		case <-done:
 		case <-time.After(ioWait):
 		}
-		return fmt.Errorf("container %s: %w: its output did not end within %s of the exit", c.id, ErrShimSilent, ioWait)
+		return &shimSilentError{fmt.Sprintf("container %s: its shim did not end the output within %s of the exit (the call's result is lost)", c.id, ioWait)}
 	}
 }
 
