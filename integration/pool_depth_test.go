@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -12,8 +13,9 @@ import (
 
 // TestPoolLearnsBursts: a session's pool grows on a burst that drained
 // it and shrinks back when idle, on the real containerd. A burst of
-// pool_depth+1 back-to-back calls ends with a miss, which doubles the
-// depth: at rest afterwards more containers than pool_depth are ready
+// pool_depth+1 calls at once ends with a miss, which doubles the depth
+// (calls one after the other miss only if a creation takes longer than
+// pool_depth calls, a race between the refill and the calls): at rest afterwards more containers than pool_depth are ready
 // (containerd holds exactly those), and the next burst of the same size
 // finds a container for each call (no miss: the depth stays). After
 // PoolIdle without a call the pool is back to pool_depth and containerd
@@ -32,8 +34,18 @@ func TestPoolLearnsBursts(t *testing.T) {
 				return len(cs)
 			}
 			burst := func() {
+				errs := make(chan error, floor+1)
 				for range floor + 1 {
-					run(t, s, "ls")
+					go func() {
+						res, err := s.Exec(context.Background(), []string{"ls"}, nil, nil)
+						if err == nil && res.ExitCode != 0 {
+							err = fmt.Errorf("ls exited %d: %s", res.ExitCode, res.Stderr)
+						}
+						errs <- err
+					}()
+				}
+				for range floor + 1 {
+					require.NoError(t, <-errs)
 				}
 				s.Idle() // used containers destroyed, the pool refilled
 			}
@@ -58,10 +70,15 @@ func TestPoolLearnsBursts(t *testing.T) {
 			require.Equal(t, sandbox.WarmState{Ready: 2 * floor, Wanted: 2 * floor, Held: 2 * floor, Cap: 16, Hits: 2*floor + 1, Misses: 1}, e.Warm(),
 				"each call of the second burst found a container ready (a miss would have doubled the depth again)")
 
+			// The state last seen, for the failure's message (arguments
+			// to Eventually are evaluated before it waits).
+			var last atomic.Value
+			last.Store("nothing")
 			require.Eventually(t, func() bool {
-				w := e.Warm()
-				return w.Wanted == floor && w.Ready == floor && w.Held == floor && containers() == floor
-			}, idle+90*time.Second, 500*time.Millisecond, "back to pool_depth after %s idle: %+v, %d containers", idle, e.Warm(), containers())
+				w, n := e.Warm(), containers()
+				last.Store(fmt.Sprintf("%+v, %d containers", w, n))
+				return w.Wanted == floor && w.Ready == floor && w.Held == floor && n == floor
+			}, idle+90*time.Second, 500*time.Millisecond, "back to pool_depth after %s idle: %s", idle, stringer(last.Load))
 		})
 	}
 }
@@ -117,3 +134,9 @@ func TestPoolFairBetweenOwners(t *testing.T) {
 	require.Equal(t, 4, ready(b), "owner B's burst grew its session: %+v", e.Warm())
 	require.Equal(t, 8, ready(a1)+ready(a2))
 }
+
+// stringer prints what load returns when it is formatted, not when it is
+// passed.
+type stringer func() any
+
+func (s stringer) String() string { return fmt.Sprint(s()) }

@@ -258,12 +258,19 @@ func removeCgroupTree(d string) error {
 // killCgroupProcs sends SIGKILL to each process listed in the cgroup d
 // (and the cgroups below it) whose /proc/PID/cgroup still names a path
 // at or below leaf (/NS/ID), through a pidfd opened before that check.
-func killCgroupProcs(d, leaf string) {
+// It reports whether d exists and how many processes it signalled (a
+// process that exited, a zombie included, is no longer listed: kernel
+// Documentation/admin-guide/cgroup-v2.rst, "cgroup.procs").
+func killCgroupProcs(d, leaf string) (found bool, killed int) {
 	_ = filepath.WalkDir(d, func(p string, e os.DirEntry, err error) error {
 		if err != nil || !e.IsDir() {
 			return nil
 		}
-		data, _ := os.ReadFile(filepath.Join(p, "cgroup.procs"))
+		data, err := os.ReadFile(filepath.Join(p, "cgroup.procs"))
+		if err != nil {
+			return nil
+		}
+		found = true
 		for _, f := range strings.Fields(string(data)) {
 			pid, err := strconv.Atoi(f)
 			if err != nil || pid <= 0 {
@@ -273,13 +280,14 @@ func killCgroupProcs(d, leaf string) {
 			if err != nil {
 				continue
 			}
-			if inCgroup(pid, leaf) {
-				_ = unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0)
+			if inCgroup(pid, leaf) && unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0) == nil {
+				killed++
 			}
 			unix.Close(fd)
 		}
 		return nil
 	})
+	return found, killed
 }
 
 // inCgroup reports whether the process pid is in the cgroup leaf or

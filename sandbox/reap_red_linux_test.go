@@ -163,14 +163,32 @@ func TestKillCgroupProcsStaysInItsContainer(t *testing.T) {
 	require.False(t, inCgroup(other.Process.Pid, leaf), "another namespace's c1 process is c1's")
 	done := make(chan error, 1)
 	go func() { done <- mine.Wait() }()
+	found, killed := false, 0
 	for _, d := range (cgroups{}).dirs(ns, "c1") {
-		killCgroupProcs(d, leaf)
+		f, k := killCgroupProcs(d, leaf)
+		found, killed = found || f, killed+k
 	}
+	require.True(t, found, "c1's cgroup")
+	require.Equal(t, 1, killed, "the processes signalled")
 	select {
 	case err := <-done:
 		require.ErrorContains(t, err, "killed")
 	case <-time.After(5 * time.Second):
 		t.Fatal("the process of c1 lives on")
+	}
+	// Once its process is gone (reaped or a zombie) c1 is found empty; a
+	// cgroup that does not exist is not found.
+	found, killed = false, 0
+	for _, d := range (cgroups{}).dirs(ns, "c1") {
+		f, k := killCgroupProcs(d, leaf)
+		found, killed = found || f, killed+k
+	}
+	require.True(t, found)
+	require.Zero(t, killed)
+	for _, d := range (cgroups{}).dirs(ns, "c2") {
+		f, k := killCgroupProcs(d, "/"+ns+"/c2")
+		require.False(t, f, d)
+		require.Zero(t, k)
 	}
 	require.NoError(t, longer.Process.Signal(syscall.Signal(0)), "c12's process was killed")
 	require.NoError(t, other.Process.Signal(syscall.Signal(0)), "another namespace's c1 process was killed")

@@ -37,6 +37,10 @@ const (
 	LimitWriteArea = "write_area" // the write area's tmpfs is full (ENOSPC)
 )
 
+// limitOrder is the order of Result.LimitsHit, whichever limit was seen
+// first.
+var limitOrder = []string{LimitTimeout, LimitMemory, LimitPids, LimitOutput, LimitWriteArea}
+
 // Result is one invocation's outcome, shaped after os/exec: a non-zero
 // exit is a result, not an error.
 type Result struct {
@@ -49,7 +53,14 @@ type Result struct {
 	// Duration is the wall time from the request (the task's start, or
 	// the request sent to a container started ahead) to the exit.
 	Duration time.Duration `json:"duration_ns"`
-	// LimitsHit names each limit reached (Limit* constants).
+	// LimitsHit names each limit reached (Limit* constants), in the
+	// constants' order.
+	// LimitTimeout means a process of the container still ran at the
+	// deadline (the supervisor's, or corral-init's own when the
+	// supervisor was late): a container that ended before it hit no
+	// timeout, however late its exit status arrives (a loaded host runs
+	// the runtime's shim late), on a runtime whose container cgroups
+	// hold the tool's processes (RuntimeInfo.StartAhead).
 	LimitsHit []string `json:"limits_hit"`
 	// Stdout and Stderr hold at most the profile's output cap each.
 	Stdout          []byte `json:"-"`
@@ -625,22 +636,30 @@ func (r *runner) wait(ctx context.Context, c *container, argv []string, data []b
 		return nil, &notStartedError{fmt.Errorf("container %s: its init exited (status %d) before the call", c.id, st.ExitCode())}
 	default:
 	}
-	kill := func(limit string) (containerd.ExitStatus, error) {
-		if limit != "" {
-			res.LimitsHit = append(res.LimitsHit, limit)
-		}
+	// kill ends every process of the container and waits for its exit
+	// status (c.killed: within killWait, else the error). It reports
+	// whether a process of the container was still there to kill: false
+	// only where the supervisor sees the container's processes (below)
+	// and found its cgroups empty, the container having ended before the
+	// kill, its exit status not yet delivered.
+	kill := func() (containerd.ExitStatus, bool, error) {
 		// SIGKILL to every process: no process in the container can
 		// catch it, corral-init included. The shim runs the runtime's
 		// kill, which a busy host can delay by seconds: where the
 		// container's cgroups hold its own processes (runc, crun; not a
 		// gVisor sandbox) they are killed here too, at once; the shim
 		// still reports the exit.
+		ran := true
 		if r.e.oci.info.StartAhead {
+			found, killed := false, 0
 			for _, d := range r.e.cgroups.dirs(r.e.cfg.Namespace, c.id) {
-				killCgroupProcs(d, "/"+r.e.cfg.Namespace+"/"+c.id)
+				f, k := killCgroupProcs(d, "/"+r.e.cfg.Namespace+"/"+c.id)
+				found, killed = found || f, killed+k
 			}
+			ran = !found || killed > 0
 		}
-		return c.killed(cctx)
+		st, err := c.killed(cctx)
+		return st, ran, err
 	}
 	start := time.Now()
 	if c.started {
@@ -649,7 +668,7 @@ func (r *runner) wait(ctx context.Context, c *container, argv []string, data []b
 				// The call ended while its request was written: the
 				// init may have read part of it. Killed and reaped
 				// before the call returns, so nothing runs after.
-				if st, kerr := kill(""); kerr != nil {
+				if st, _, kerr := kill(); kerr != nil {
 					err = errors.Join(err, kerr)
 				} else {
 					c.statusC = exited(st)
@@ -672,14 +691,31 @@ func (r *runner) wait(ctx context.Context, c *container, argv []string, data []b
 	defer timer.Stop()
 	var status containerd.ExitStatus
 	var werr error
+	endedEarly := false // the container ended before the timeout; its exit status came after it
 	select {
 	case status = <-c.statusC:
 	case <-timer.C:
-		status, werr = kill(LimitTimeout)
+		at := time.Since(start)
+		var ran bool
+		status, ran, werr = kill()
+		switch {
+		case ran:
+			res.LimitsHit = append(res.LimitsHit, LimitTimeout)
+		case at < lim.Timeout+InitGrace:
+			// Every process of the container had ended before the
+			// deadline, and before corral-init's own (it counts from
+			// its read of the request, after start): only the exit
+			// status came late (a shim a loaded host runs late). No
+			// timeout, whatever the exit code.
+			endedEarly = true
+		}
+		// Else corral-init's deadline may have ended it: as for an
+		// exit that came first, below.
 	case <-c.over:
-		status, werr = kill(LimitOutput)
+		status, _, werr = kill()
+		res.LimitsHit = append(res.LimitsHit, LimitOutput)
 	case <-ctx.Done():
-		status, werr = kill("")
+		status, _, werr = kill()
 	}
 	if werr != nil {
 		return nil, werr
@@ -691,7 +727,7 @@ func (r *runner) wait(ctx context.Context, c *container, argv []string, data []b
 	}
 	c.exited = true
 	res.ExitCode = int(code)
-	if res.ExitCode == 128+int(syscall.SIGKILL) && res.Duration >= lim.Timeout && !slices.Contains(res.LimitsHit, LimitTimeout) {
+	if res.ExitCode == 128+int(syscall.SIGKILL) && res.Duration >= lim.Timeout && !endedEarly && !slices.Contains(res.LimitsHit, LimitTimeout) {
 		// corral-init's own deadline came first (a busy supervisor).
 		res.LimitsHit = append(res.LimitsHit, LimitTimeout)
 	}
@@ -724,6 +760,11 @@ func (r *runner) wait(ctx context.Context, c *container, argv []string, data []b
 		// same result standalone, through the daemon, and on a loaded host.
 		res.ExitCode = 128 + int(syscall.SIGKILL)
 	}
+	// The order the limits were seen in is a race (a tool flooding its
+	// output at its deadline); the result lists them in limitOrder's.
+	slices.SortFunc(res.LimitsHit, func(a, b string) int {
+		return slices.Index(limitOrder, a) - slices.Index(limitOrder, b)
+	})
 	if ctx.Err() != nil {
 		return res, fmt.Errorf("invocation %s: %w", c.id, context.Cause(ctx))
 	}
