@@ -258,10 +258,15 @@ func removeCgroupTree(d string) error {
 // killCgroupProcs sends SIGKILL to each process listed in the cgroup d
 // (and the cgroups below it) whose /proc/PID/cgroup still names a path
 // at or below leaf (/NS/ID), through a pidfd opened before that check.
-// It reports whether d exists and how many processes it signalled (a
-// process that exited, a zombie included, is no longer listed: kernel
-// Documentation/admin-guide/cgroup-v2.rst, "cgroup.procs").
-func killCgroupProcs(d, leaf string) (found bool, killed int) {
+// It reports whether d exists and how many listed processes were still
+// there (a process that exited, a zombie included, is no longer listed:
+// kernel Documentation/admin-guide/cgroup-v2.rst, "cgroup.procs"):
+// every listed process but one whose pidfd_open failed with ESRCH,
+// whether this call could signal it or not (a reader in another cgroup
+// namespace sees /proc/PID/cgroup paths relative to its own, and
+// signals nothing; pidfd_open can fail for want of a descriptor). So a
+// cgroup found with none alive held no process when it was read.
+func killCgroupProcs(d, leaf string) (found bool, alive int) {
 	_ = filepath.WalkDir(d, func(p string, e os.DirEntry, err error) error {
 		if err != nil || !e.IsDir() {
 			return nil
@@ -277,17 +282,21 @@ func killCgroupProcs(d, leaf string) (found bool, killed int) {
 				continue
 			}
 			fd, err := unix.PidfdOpen(pid, 0)
+			if errors.Is(err, unix.ESRCH) {
+				continue // exited since the listing
+			}
+			alive++
 			if err != nil {
 				continue
 			}
-			if inCgroup(pid, leaf) && unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0) == nil {
-				killed++
+			if inCgroup(pid, leaf) {
+				_ = unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0)
 			}
 			unix.Close(fd)
 		}
 		return nil
 	})
-	return found, killed
+	return found, alive
 }
 
 // inCgroup reports whether the process pid is in the cgroup leaf or

@@ -169,7 +169,7 @@ func TestKillCgroupProcsStaysInItsContainer(t *testing.T) {
 		found, killed = found || f, killed+k
 	}
 	require.True(t, found, "c1's cgroup")
-	require.Equal(t, 1, killed, "the processes signalled")
+	require.Equal(t, 1, killed, "the processes alive when listed")
 	select {
 	case err := <-done:
 		require.ErrorContains(t, err, "killed")

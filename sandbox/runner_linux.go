@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -91,6 +92,10 @@ type cappedWriter struct {
 	truncated bool
 	over      chan struct{}
 	once      *sync.Once
+	// inWrite is set while a Write waits on w, the caller's writer (a
+	// pipe its reader has not emptied): the output copy then waits on
+	// the caller, not on the shim (outputCopied).
+	inWrite atomic.Bool
 }
 
 func (c *cappedWriter) setTarget(w io.Writer) {
@@ -113,7 +118,9 @@ func (c *cappedWriter) Write(p []byte) (int, error) {
 	}
 	c.buf.Write(p)
 	if c.w != nil && len(p) > 0 {
+		c.inWrite.Store(true)
 		_, _ = c.w.Write(p)
+		c.inWrite.Store(false)
 	}
 	return n, nil
 }
@@ -379,6 +386,26 @@ func (c *container) send(ctx context.Context, data []byte) error {
 	return fmt.Errorf("writing the control FIFO: %w", err)
 }
 
+// timeoutVerdict decides a call whose timer fired before its exit status
+// came: ran says whether a process of the container was still there when
+// the supervisor's kill looked (walked after the request). A process
+// that ran is a timeout. None ran, seen so before timeout + InitGrace
+// (corral-init's own deadline counts from its read of the request, after
+// it): every process had ended before the deadline and only the exit
+// status came late (a shim a loaded host runs late), so no timeout,
+// whatever the exit code (endedEarly). None ran, seen later: corral-init's
+// deadline may have ended it, which the exit code tells (wait's rule for
+// an exit that came first).
+func timeoutVerdict(ran bool, walked, timeout time.Duration) (timedOut, endedEarly bool) {
+	switch {
+	case ran:
+		return true, false
+	case walked < timeout+InitGrace:
+		return false, true
+	}
+	return false, false
+}
+
 // killWait bounds how long a call waits, after it killed its container
 // (a limit, a cancel), for the runtime's kill to be sent and the exit to
 // come back through the shim; ioWait bounds the output copy's end after
@@ -406,12 +433,14 @@ func (c *container) killed(ctx context.Context) (containerd.ExitStatus, error) {
 		return st, nil
 	case <-ctx.Done():
 		c.closeIO()
-		return containerd.ExitStatus{}, &shimSilentError{fmt.Sprintf("container %s: its shim reported no exit within %s of the kill (the tool was killed; the call's result is lost)", c.id, killWait)}
+		return containerd.ExitStatus{}, &shimSilentError{fmt.Sprintf("container %s: its shim reported no exit within %s of the kill (the kill was sent; the call's result is lost: retry it)", c.id, killWait)}
 	}
 }
 
-// outputCopied waits for the end of c's output copy, within ioWait; past
-// it c's stdio is closed and the error wraps ErrShimSilent.
+// outputCopied waits for the end of c's output copy: within ioWait of
+// the exit, not counting the time the copy waits on the caller's writer
+// (a `corral run | less` whose reader is slow is not a silent shim).
+// Past it c's stdio is closed and the error wraps ErrShimSilent.
 func (c *container) outputCopied() error {
 	done := make(chan struct{})
 	go func() {
@@ -420,16 +449,22 @@ func (c *container) outputCopied() error {
 	}()
 	t := time.NewTimer(ioWait)
 	defer t.Stop()
-	select {
-	case <-done:
-		return nil
-	case <-t.C:
+	for {
+		select {
+		case <-done:
+			return nil
+		case <-t.C:
+		}
+		if c.out.inWrite.Load() || c.errw.inWrite.Load() {
+			t.Reset(ioWait)
+			continue
+		}
 		c.closeIO()
 		select {
 		case <-done:
 		case <-time.After(ioWait):
 		}
-		return &shimSilentError{fmt.Sprintf("container %s: its shim did not end the output within %s of the exit (the call's result is lost)", c.id, ioWait)}
+		return &shimSilentError{fmt.Sprintf("container %s: its shim did not end the output within %s of the exit (the call's result is lost; retry it)", c.id, ioWait)}
 	}
 }
 
@@ -642,7 +677,7 @@ func (r *runner) wait(ctx context.Context, c *container, argv []string, data []b
 	// only where the supervisor sees the container's processes (below)
 	// and found its cgroups empty, the container having ended before the
 	// kill, its exit status not yet delivered.
-	kill := func() (containerd.ExitStatus, bool, error) {
+	kill := func() (containerd.ExitStatus, bool, time.Time, error) {
 		// SIGKILL to every process: no process in the container can
 		// catch it, corral-init included. The shim runs the runtime's
 		// kill, which a busy host can delay by seconds: where the
@@ -651,15 +686,16 @@ func (r *runner) wait(ctx context.Context, c *container, argv []string, data []b
 		// still reports the exit.
 		ran := true
 		if r.e.oci.info.StartAhead {
-			found, killed := false, 0
+			found, alive := false, 0
 			for _, d := range r.e.cgroups.dirs(r.e.cfg.Namespace, c.id) {
-				f, k := killCgroupProcs(d, "/"+r.e.cfg.Namespace+"/"+c.id)
-				found, killed = found || f, killed+k
+				f, a := killCgroupProcs(d, "/"+r.e.cfg.Namespace+"/"+c.id)
+				found, alive = found || f, alive+a
 			}
-			ran = !found || killed > 0
+			ran = !found || alive > 0
 		}
+		walked := time.Now() // what ran was seen by now
 		st, err := c.killed(cctx)
-		return st, ran, err
+		return st, ran, walked, err
 	}
 	start := time.Now()
 	if c.started {
@@ -668,8 +704,8 @@ func (r *runner) wait(ctx context.Context, c *container, argv []string, data []b
 				// The call ended while its request was written: the
 				// init may have read part of it. Killed and reaped
 				// before the call returns, so nothing runs after.
-				if st, _, kerr := kill(); kerr != nil {
-					err = errors.Join(err, kerr)
+				if st, _, _, kerr := kill(); kerr != nil {
+					err = fmt.Errorf("%w; %w", err, kerr)
 				} else {
 					c.statusC = exited(st)
 					c.exited = true
@@ -695,27 +731,19 @@ func (r *runner) wait(ctx context.Context, c *container, argv []string, data []b
 	select {
 	case status = <-c.statusC:
 	case <-timer.C:
-		at := time.Since(start)
 		var ran bool
-		status, ran, werr = kill()
-		switch {
-		case ran:
+		var walked time.Time
+		status, ran, walked, werr = kill()
+		var timedOut bool
+		timedOut, endedEarly = timeoutVerdict(ran, walked.Sub(start), lim.Timeout)
+		if timedOut {
 			res.LimitsHit = append(res.LimitsHit, LimitTimeout)
-		case at < lim.Timeout+InitGrace:
-			// Every process of the container had ended before the
-			// deadline, and before corral-init's own (it counts from
-			// its read of the request, after start): only the exit
-			// status came late (a shim a loaded host runs late). No
-			// timeout, whatever the exit code.
-			endedEarly = true
 		}
-		// Else corral-init's deadline may have ended it: as for an
-		// exit that came first, below.
 	case <-c.over:
-		status, _, werr = kill()
+		status, _, _, werr = kill()
 		res.LimitsHit = append(res.LimitsHit, LimitOutput)
 	case <-ctx.Done():
-		status, _, werr = kill()
+		status, _, _, werr = kill()
 	}
 	if werr != nil {
 		return nil, werr
