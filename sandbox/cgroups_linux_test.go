@@ -274,11 +274,17 @@ func TestResolveCgroups(t *testing.T) {
 
 	// The real procfs of a process outside any Pod: pid 1 shares its
 	// mount namespace, or (a host where root lacks ptrace access to it)
-	// cannot be looked at; refused either way, and New fails closed.
+	// cannot be looked at; refused either way. New then reads this
+	// process's own /sys/fs/cgroup, which here (the node itself) is the
+	// hierarchies' root: no warning.
 	_, err = resolveCgroups(true)
 	require.ErrorContains(t, err, "the node's cgroups")
-	_, err = New(t.Context(), Config{InPod: true, StateDir: t.TempDir()})
-	require.ErrorContains(t, err, "the node's cgroups")
+	var log strings.Builder
+	e, err := New(t.Context(), Config{InPod: true, StateDir: t.TempDir(), Log: &log})
+	require.NoError(t, err)
+	defer e.Close()
+	require.Equal(t, hostCgroupRoot, e.cgroups.root)
+	require.NotContains(t, log.String(), "the node's cgroups")
 }
 
 // TestResolveCgroupsRefusesAContainersView: pid 1's root whose

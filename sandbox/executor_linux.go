@@ -185,7 +185,16 @@ func New(ctx context.Context, cfg Config) (*Executor, error) {
 	}
 	cg, err := resolveCgroups(cfg.InPod)
 	if err != nil {
-		return nil, err
+		// Not the node's init, or not reachable: this process's own
+		// /sys/fs/cgroup, as before Pod mode reached the node's. Where
+		// that is a hierarchy's root (corral on the node itself) it is
+		// the node's; in a Pod it is the Pod's own cgroup, where limits
+		// hit, the direct kill of a call and gc's cgroup sweep find
+		// nothing: they fail safe, and the log says why.
+		cg = cgroups{root: hostCgroupRoot}
+		if cerr := cg.checkRoots(); cerr != nil {
+			fmt.Fprintf(cfg.Log, "corral: %s; this process's /sys/fs/cgroup is not the node's (%s): limits hit, the kill of a call's processes and gc's cgroup sweep see nothing (run the Pod privileged, with hostPID)\n", oneLine(err), oneLine(cerr))
+		}
 	}
 	oci, err := resolveRuntime(cfg.Runtime, cfg.RuntimeBinary, cfg.StateDir)
 	if err != nil {
