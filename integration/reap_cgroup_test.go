@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	containerd "github.com/containerd/containerd/v2/client"
 	"github.com/corral-sandbox/corral/internal/testutil"
 	"github.com/corral-sandbox/corral/profiles"
 	"github.com/corral-sandbox/corral/sandbox"
@@ -51,10 +52,8 @@ func TestShimsYieldTheCPUWhenDestroyed(t *testing.T) {
 		run(t, s, "ls")
 		s.Idle()
 
-		cs, err := e.Client().Containers(ctx, fmt.Sprintf("labels.%q==%s", sandbox.LabelSession, s.ID))
-		require.NoError(t, err)
 		var ahead []string
-		for _, c := range cs {
+		for _, c := range sessionContainers(t, e, s.ID) {
 			task, err := c.Task(ctx, nil)
 			if err != nil {
 				continue
@@ -186,14 +185,11 @@ func TestCallDoesNotWaitForASilentShim(t *testing.T) {
 		// by other jobs' deletes at 1/16 share on a loaded host (the
 		// reap cgroup is TestShimsYieldTheCPUWhenDestroyed's).
 		e := rt.executor(t, func(c *sandbox.Config) { c.ReapCgroup = "" })
-		ctx := e.Context(context.Background())
 		s := newSessionOn(t, e, hiddenRepo(t), withResources(t, profiles.Resources{Timeout: "3s"}))
 		run(t, s, "ls")
 		s.Idle()
-		cs, err := e.Client().Containers(ctx, fmt.Sprintf("labels.%q==%s", sandbox.LabelSession, s.ID))
-		require.NoError(t, err)
 		var ids []string
-		for _, c := range cs {
+		for _, c := range sessionContainers(t, e, s.ID) {
 			ids = append(ids, c.ID())
 		}
 		shims := shimsOf(t, "corral-"+s.ID+"-")
@@ -235,13 +231,20 @@ func TestCallDoesNotWaitForASilentShim(t *testing.T) {
 		require.Greater(t, took, 3*time.Second+10*time.Second, "the call gave the shim less than the kill's bound")
 		resume()
 		require.NoError(t, s.Close())
-		left, err := e.Client().Containers(ctx, fmt.Sprintf("labels.%q==%s", sandbox.LabelSession, s.ID))
-		require.NoError(t, err)
-		require.Empty(t, left, "containers of the closed session")
+		require.Empty(t, sessionContainers(t, e, s.ID), "containers of the closed session")
 		for _, id := range ids {
 			require.Empty(t, runtimeLeftovers(t, rt, e.Config().StateDir, id), "what the runtime holds of %s", id)
 		}
 	})
+}
+
+// sessionContainers lists the containers containerd holds for session
+// id (the session label every container of it carries).
+func sessionContainers(t *testing.T, e *sandbox.Executor, id string) []containerd.Container {
+	t.Helper()
+	cs, err := e.Client().Containers(e.Context(context.Background()), fmt.Sprintf("labels.%q==%s", sandbox.LabelSession, id))
+	require.NoError(t, err)
+	return cs
 }
 
 // pidfds counts this process's open pidfds.
