@@ -7,16 +7,21 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	containerd "github.com/containerd/containerd/v2/client"
+	"github.com/containerd/containerd/v2/core/containers"
 	"github.com/containerd/errdefs"
+	"github.com/containerd/typeurl/v2"
+	"github.com/corral-sandbox/corral/internal/testhook"
 	"github.com/corral-sandbox/corral/internal/testutil"
 	"github.com/corral-sandbox/corral/sandbox"
 	"github.com/moby/sys/mountinfo"
+	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"github.com/stretchr/testify/require"
 )
 
@@ -273,6 +278,7 @@ func testGCAfterSupervisorKill(t *testing.T, rt testRuntime, mode string) {
 			_ = os.WriteFile(filepath.Join(gate, "go"), nil, 0o644)
 		}()
 	}
+	gcStart := time.Now()
 	rep, err := e.GC(context.Background(), false)
 	require.NoError(t, err)
 	require.Contains(t, rep.Containers, running, "gc's report: %+v; the target before gc: %q; after: %q", rep, before, runtimeLeftovers(t, rt, state, running))
@@ -280,7 +286,7 @@ func testGCAfterSupervisorKill(t *testing.T, rt testRuntime, mode string) {
 
 	cs, err = e.Client().Containers(ctx, filter)
 	require.NoError(t, err)
-	require.Empty(t, cs, "containers left after gc")
+	require.Empty(t, describeContainers(ctx, cs), "containers left after the gc that started at %s: %+v", gcStart.Format(time.StampMicro), rep)
 	ls, err := e.Client().LeasesService().List(ctx, filter)
 	require.NoError(t, err)
 	require.Empty(t, ls, "leases left after gc")
@@ -502,4 +508,74 @@ func containerCgroups(t *testing.T, id string) []string {
 		dirs = append(dirs, filepath.Join("/sys/fs/cgroup", testutil.Namespace, id))
 	}
 	return dirs
+}
+
+// describeContainers names each of cs with its creation time, labels and
+// task status, for a failure's message.
+func describeContainers(ctx context.Context, cs []containerd.Container) []string {
+	var out []string
+	for _, c := range cs {
+		d := c.ID()
+		if info, err := c.Info(ctx, containerd.WithoutRefreshedMetadata); err == nil {
+			d += fmt.Sprintf(" created %s labels %v", info.CreatedAt.Local().Format(time.StampMicro), info.Labels)
+		}
+		if task, err := c.Task(ctx, nil); err != nil {
+			d += fmt.Sprintf(" task: %v", err)
+		} else if st, err := task.Status(ctx); err == nil {
+			d += fmt.Sprintf(" task %s", st.Status)
+		}
+		out = append(out, d)
+	}
+	return out
+}
+
+// TestGCReapsWhatLandsAfterItsListing: a container record a dead owner's
+// request in flight commits after gc listed the containers (containerd
+// serves a NewContainer its client sent before it died) is reaped by the
+// same gc, not left for the next one: gc lists again once it reaped what
+// the first listing found overdue. Both records carry the labels of a
+// process that has exited.
+func TestGCReapsWhatLandsAfterItsListing(t *testing.T) {
+	e := testutil.ExecutorWith(t, func(cfg *sandbox.Config) { cfg.StateDir = t.TempDir() })
+	ctx := e.Context(context.Background())
+	_, err := e.Connect(ctx)
+	require.NoError(t, err)
+	dead := exec.Command("true")
+	require.NoError(t, dead.Run())
+	pid := dead.Process.Pid
+	record := func(id string) {
+		t.Helper()
+		spec, err := typeurl.MarshalAny(&specs.Spec{Version: specs.Version})
+		require.NoError(t, err)
+		_, err = e.Client().ContainerService().Create(ctx, containers.Container{
+			ID: id, Runtime: containers.RuntimeInfo{Name: "io.containerd.runc.v2"}, Spec: spec,
+			Labels: map[string]string{
+				sandbox.LabelOwner: "corral", sandbox.LabelStateDir: e.Config().StateDir,
+				sandbox.LabelPID: strconv.Itoa(pid), sandbox.LabelPIDStart: "1",
+				sandbox.LabelDeadline: strconv.FormatInt(time.Now().Add(time.Hour).Unix(), 10),
+			},
+		})
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = e.Client().ContainerService().Delete(ctx, id) })
+	}
+	first, late := "corral-gc-first-"+strconv.Itoa(pid), "corral-gc-late-"+strconv.Itoa(pid)
+	record(first)
+	landed := false
+	testhook.SetPoint(sandbox.HookSweepListed, func() error {
+		if !landed {
+			landed = true
+			record(late)
+		}
+		return nil
+	})
+	t.Cleanup(func() { testhook.SetPoint(sandbox.HookSweepListed, nil) })
+
+	rep, err := e.GC(context.Background(), false)
+	require.NoError(t, err)
+	require.True(t, landed, "gc never listed the containers")
+	require.Subset(t, rep.Containers, []string{first, late}, "gc's report")
+	for _, id := range []string{first, late} {
+		_, err := e.Client().LoadContainer(ctx, id)
+		require.True(t, errdefs.IsNotFound(err), "%s left after gc: %v", id, err)
+	}
 }

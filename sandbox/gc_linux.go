@@ -21,6 +21,7 @@ import (
 	"github.com/containerd/containerd/v2/pkg/cio"
 	"github.com/containerd/errdefs"
 	"github.com/corral-sandbox/corral/internal/initctl"
+	"github.com/corral-sandbox/corral/internal/testhook"
 	"github.com/corral-sandbox/corral/mounts"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 )
@@ -158,6 +159,15 @@ func (e *Executor) SweepContainers(ctx context.Context) (*GCReport, error) {
 	return e.sweepContainers(ctx, false, strayCgroupWait)
 }
 
+// sweepRounds bounds the listings of one sweepContainers: the first, and
+// one more after each that found overdue containers.
+const sweepRounds = 4
+
+// HookSweepListed is the testhook point of sweepContainers right after its
+// first listing of containers: a test makes there what a dead owner's
+// request in flight makes after the listing.
+const HookSweepListed = "sandbox: sweep containers: listed"
+
 // strayCgroupWait bounds how long the sweeps of a start and of the daemon
 // (SweepContainers) wait for each cgroup no record names (sweepCgroups)
 // to go once what ran in it is killed; gc waits cgroupSettle. A cgroup
@@ -172,26 +182,49 @@ func (e *Executor) sweepContainers(ctx context.Context, force bool, cgroupWait t
 	ctx = e.Context(ctx)
 	rep := &GCReport{}
 	filter := fmt.Sprintf("labels.%q==corral,labels.%q==%q", LabelOwner, LabelStateDir, e.cfg.StateDir)
-	cs, err := e.client.Containers(ctx, filter)
-	if err != nil {
-		return rep, e.wrapContainerd("listing containers", err)
-	}
 	now := time.Now()
 	live, reaped := map[string]bool{}, map[string]bool{}
 	var errs []error
-	for _, c := range cs {
-		labels, err := c.Labels(ctx)
-		if err != nil || !overdue(labels, force, now) {
-			live[c.ID()] = true
-			continue
+	// A dead owner's requests may still land after the listing:
+	// containerd serves a request its client sent before dying (a
+	// NewContainer of its pool's refill) once it reads it, and commits the
+	// record with the owner's labels. So while a listing finds overdue
+	// containers, the listing is made again once they are reaped (which
+	// takes long enough for such a request to be served: a settled
+	// create, a task's kill); it stops at a listing with nothing new
+	// overdue, or after sweepRounds.
+	for round := 0; round < sweepRounds; round++ {
+		cs, err := e.client.Containers(ctx, filter)
+		if err != nil {
+			return rep, errors.Join(append(errs, e.wrapContainerd("listing containers", err))...)
 		}
-		if err := e.reap(ctx, c); err != nil {
-			errs = append(errs, err)
-			live[c.ID()] = true
-			continue
+		if round == 0 {
+			if err := testhook.Point(HookSweepListed); err != nil {
+				return rep, err
+			}
 		}
-		rep.Containers = append(rep.Containers, c.ID())
-		reaped[c.ID()] = true
+		found := false
+		for _, c := range cs {
+			if live[c.ID()] || reaped[c.ID()] {
+				continue
+			}
+			labels, err := c.Labels(ctx)
+			if err != nil || !overdue(labels, force, now) {
+				live[c.ID()] = true
+				continue
+			}
+			found = true
+			if err := e.reap(ctx, c); err != nil {
+				errs = append(errs, err)
+				live[c.ID()] = true
+				continue
+			}
+			rep.Containers = append(rep.Containers, c.ID())
+			reaped[c.ID()] = true
+		}
+		if !found {
+			break
+		}
 	}
 	// Tasks whose record is gone: a record deleted while its create was
 	// in flight (an older corral's gc), or by hand.
