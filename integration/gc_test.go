@@ -15,6 +15,7 @@ import (
 
 	containerd "github.com/containerd/containerd/v2/client"
 	"github.com/containerd/containerd/v2/core/containers"
+	"github.com/containerd/containerd/v2/core/leases"
 	"github.com/containerd/errdefs"
 	"github.com/containerd/typeurl/v2"
 	"github.com/corral-sandbox/corral/internal/testhook"
@@ -531,10 +532,10 @@ func describeContainers(ctx context.Context, cs []containerd.Container) []string
 
 // TestGCReapsWhatLandsAfterItsListing: a container record a dead owner's
 // request in flight commits after gc listed the containers (containerd
-// serves a NewContainer its client sent before it died) is reaped by the
-// same gc, not left for the next one: gc lists again once it reaped what
-// the first listing found overdue. Both records carry the labels of a
-// process that has exited.
+// serves a NewContainer its client sent before it died), and a lease, are
+// reaped by the same gc, not left for the next one: gc lists again once
+// it reaped what the first listing found overdue. Both records and the
+// lease carry the labels of a process that has exited.
 func TestGCReapsWhatLandsAfterItsListing(t *testing.T) {
 	e := testutil.ExecutorWith(t, func(cfg *sandbox.Config) { cfg.StateDir = t.TempDir() })
 	ctx := e.Context(context.Background())
@@ -543,17 +544,17 @@ func TestGCReapsWhatLandsAfterItsListing(t *testing.T) {
 	dead := exec.Command("true")
 	require.NoError(t, dead.Run())
 	pid := dead.Process.Pid
+	labels := map[string]string{
+		sandbox.LabelOwner: "corral", sandbox.LabelStateDir: e.Config().StateDir,
+		sandbox.LabelPID: strconv.Itoa(pid), sandbox.LabelPIDStart: "1",
+		sandbox.LabelDeadline: strconv.FormatInt(time.Now().Add(time.Hour).Unix(), 10),
+	}
 	record := func(id string) {
 		t.Helper()
 		spec, err := typeurl.MarshalAny(&specs.Spec{Version: specs.Version})
 		require.NoError(t, err)
 		_, err = e.Client().ContainerService().Create(ctx, containers.Container{
-			ID: id, Runtime: containers.RuntimeInfo{Name: "io.containerd.runc.v2"}, Spec: spec,
-			Labels: map[string]string{
-				sandbox.LabelOwner: "corral", sandbox.LabelStateDir: e.Config().StateDir,
-				sandbox.LabelPID: strconv.Itoa(pid), sandbox.LabelPIDStart: "1",
-				sandbox.LabelDeadline: strconv.FormatInt(time.Now().Add(time.Hour).Unix(), 10),
-			},
+			ID: id, Runtime: containers.RuntimeInfo{Name: "io.containerd.runc.v2"}, Spec: spec, Labels: labels,
 		})
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = e.Client().ContainerService().Delete(ctx, id) })
@@ -565,6 +566,9 @@ func TestGCReapsWhatLandsAfterItsListing(t *testing.T) {
 		if !landed {
 			landed = true
 			record(late)
+			_, err := e.Client().LeasesService().Create(ctx, leases.WithID(late), leases.WithLabels(labels))
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = e.Client().LeasesService().Delete(ctx, leases.Lease{ID: late}) })
 		}
 		return nil
 	})
@@ -574,8 +578,12 @@ func TestGCReapsWhatLandsAfterItsListing(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, landed, "gc never listed the containers")
 	require.Subset(t, rep.Containers, []string{first, late}, "gc's report")
+	require.Contains(t, rep.Leases, late, "gc's report")
 	for _, id := range []string{first, late} {
 		_, err := e.Client().LoadContainer(ctx, id)
 		require.True(t, errdefs.IsNotFound(err), "%s left after gc: %v", id, err)
 	}
+	ls, err := e.Client().LeasesService().List(ctx, fmt.Sprintf("id==%q", late))
+	require.NoError(t, err)
+	require.Empty(t, ls, "the lease that landed after the listings is left after gc")
 }

@@ -159,13 +159,15 @@ func (e *Executor) SweepContainers(ctx context.Context) (*GCReport, error) {
 	return e.sweepContainers(ctx, false, strayCgroupWait)
 }
 
-// sweepRounds bounds the listings of one sweepContainers: the first, and
-// one more after each that found overdue containers.
+// sweepRounds bounds the rounds of listings (containers, then leases) of
+// one sweepContainers: the first, and one more after each that found
+// something overdue.
 const sweepRounds = 4
 
-// HookSweepListed is the testhook point of sweepContainers right after its
-// first listing of containers: a test makes there what a dead owner's
-// request in flight makes after the listing.
+// HookSweepListed is the testhook point of sweepContainers at the end of
+// its first round (containers listed and reaped, then leases): a test
+// makes there what a dead owner's requests in flight make after the
+// listings.
 const HookSweepListed = "sandbox: sweep containers: listed"
 
 // strayCgroupWait bounds how long the sweeps of a start and of the daemon
@@ -183,25 +185,20 @@ func (e *Executor) sweepContainers(ctx context.Context, force bool, cgroupWait t
 	rep := &GCReport{}
 	filter := fmt.Sprintf("labels.%q==corral,labels.%q==%q", LabelOwner, LabelStateDir, e.cfg.StateDir)
 	now := time.Now()
-	live, reaped := map[string]bool{}, map[string]bool{}
+	live, reaped, seenLease := map[string]bool{}, map[string]bool{}, map[string]bool{}
 	var errs []error
-	// A dead owner's requests may still land after the listing:
-	// containerd serves a request its client sent before dying (a
-	// NewContainer of its pool's refill) once it reads it, and commits the
-	// record with the owner's labels. So while a listing finds overdue
-	// containers, the listing is made again once they are reaped (which
-	// takes long enough for such a request to be served: a settled
-	// create, a task's kill); it stops at a listing with nothing new
-	// overdue, or after sweepRounds.
+	// A dead owner's requests may still land after the listings:
+	// containerd serves a request its client sent before dying (its
+	// pool's refill: a lease, then a container record) once it reads it,
+	// and commits what it makes with the owner's labels. So while a
+	// round finds something overdue, another round lists containers and
+	// leases again once that is reaped (long enough for such a request
+	// to be served: a settled create, a task's kill); it stops at a round
+	// with nothing new overdue, or after sweepRounds.
 	for round := 0; round < sweepRounds; round++ {
 		cs, err := e.client.Containers(ctx, filter)
 		if err != nil {
 			return rep, errors.Join(append(errs, e.wrapContainerd("listing containers", err))...)
-		}
-		if round == 0 {
-			if err := testhook.Point(HookSweepListed); err != nil {
-				return rep, err
-			}
 		}
 		found := false
 		for _, c := range cs {
@@ -222,6 +219,26 @@ func (e *Executor) sweepContainers(ctx context.Context, force bool, cgroupWait t
 			rep.Containers = append(rep.Containers, c.ID())
 			reaped[c.ID()] = true
 		}
+		ls, err := e.client.LeasesService().List(ctx, filter)
+		if err != nil {
+			return rep, errors.Join(append(errs, e.wrapContainerd("listing leases", err))...)
+		}
+		for _, l := range ls {
+			if seenLease[l.ID] || !overdue(l.Labels, force, now) {
+				continue
+			}
+			seenLease[l.ID], found = true, true
+			if err := e.client.LeasesService().Delete(ctx, l, leases.SynchronousDelete); err != nil && !errdefs.IsNotFound(err) {
+				errs = append(errs, fmt.Errorf("deleting lease %s: %w", l.ID, err))
+				continue
+			}
+			rep.Leases = append(rep.Leases, l.ID)
+		}
+		if round == 0 {
+			if err := testhook.Point(HookSweepListed); err != nil {
+				return rep, err
+			}
+		}
 		if !found {
 			break
 		}
@@ -236,20 +253,6 @@ func (e *Executor) sweepContainers(ctx context.Context, force bool, cgroupWait t
 		}
 	}
 	errs = append(errs, err)
-	ls, err := e.client.LeasesService().List(ctx, filter)
-	if err != nil {
-		return rep, errors.Join(append(errs, e.wrapContainerd("listing leases", err))...)
-	}
-	for _, l := range ls {
-		if !overdue(l.Labels, force, now) {
-			continue
-		}
-		if err := e.client.LeasesService().Delete(ctx, l, leases.SynchronousDelete); err != nil && !errdefs.IsNotFound(err) {
-			errs = append(errs, fmt.Errorf("deleting lease %s: %w", l.ID, err))
-			continue
-		}
-		rep.Leases = append(rep.Leases, l.ID)
-	}
 	rep.FIFODirs = e.sweepFIFOs(live, reaped, now)
 	cgroups, err := e.sweepCgroups(ctx, cgroupWait)
 	rep.Cgroups = cgroups
