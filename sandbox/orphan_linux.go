@@ -69,6 +69,10 @@ func findShims(ns string) map[string][]shimProc {
 			continue
 		}
 		dir := filepath.Dir(p)
+		if !rootOwned(dir) {
+			// A shim runs as root; any user can name a process like one.
+			continue
+		}
 		sp.pid, _ = strconv.Atoi(filepath.Base(dir))
 		sp.exe, _ = os.Readlink(filepath.Join(dir, "exe"))
 		sp.bundle, _ = os.Readlink(filepath.Join(dir, "cwd"))
@@ -76,6 +80,23 @@ func findShims(ns string) map[string][]shimProc {
 		out[sp.id] = append(out[sp.id], sp)
 	}
 	return out
+}
+
+// rootOwned reports whether the process of procDir (/proc/PID) runs
+// with real and effective uid 0 (its status's Uid line: the directory's
+// owner is root for any process that made itself non-dumpable).
+func rootOwned(procDir string) bool {
+	data, err := os.ReadFile(filepath.Join(procDir, "status"))
+	if err != nil {
+		return false
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if rest, ok := strings.CutPrefix(line, "Uid:"); ok {
+			f := strings.Fields(rest)
+			return len(f) >= 2 && f[0] == "0" && f[1] == "0"
+		}
+	}
+	return false
 }
 
 // settleCreate waits, for a container of a dead owner that has no task,
