@@ -1,0 +1,154 @@
+package integration
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/containerd/containerd/v2/core/containers"
+	"github.com/containerd/containerd/v2/core/leases"
+	"github.com/containerd/errdefs"
+	"github.com/containerd/typeurl/v2"
+	"github.com/corral-sandbox/corral/internal/testhook"
+	"github.com/corral-sandbox/corral/internal/testutil"
+	"github.com/corral-sandbox/corral/sandbox"
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+	"github.com/stretchr/testify/require"
+)
+
+// TestGCRunsNoUnprivilegedFakeShim (red team): an unprivileged local
+// process (uid 65534) whose command line looks like a shim of corral's
+// namespace (argv0 containerd-shim-*, -namespace NS -id corral-*), whose
+// working directory holds a config.json with one mount source beneath the
+// state directory, is taken by sweepOrphanShims for an orphan task: gc
+// (root) then runs that process's executable with its own flags and
+// "delete" (removeOrphan: the shim's delete action). The flags are the
+// process's: `bash -c SCRIPT ... delete` runs SCRIPT as root.
+func TestGCRunsNoUnprivilegedFakeShim(t *testing.T) {
+	e := testutil.ExecutorWith(t, func(cfg *sandbox.Config) { cfg.StateDir = t.TempDir() })
+	ctx := e.Context(context.Background())
+	_, err := e.Connect(ctx)
+	require.NoError(t, err)
+
+	dir, err := os.MkdirTemp("", "corral-redgc-")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	require.NoError(t, os.Chmod(dir, 0o755))
+	spec, err := json.Marshal(&specs.Spec{Version: specs.Version, Mounts: []specs.Mount{
+		{Destination: "/x", Type: "bind", Source: filepath.Join(e.Config().StateDir, "anything")},
+	}})
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "config.json"), spec, 0o644))
+	marker := filepath.Join(t.TempDir(), "ran-as-root")
+	script := fmt.Sprintf(`if [ "$(id -u)" = 0 ]; then id > %s; exit 0; fi; sleep 120 & wait`, marker)
+	bash, err := exec.LookPath("bash")
+	require.NoError(t, err)
+	id := "corral-redgc-" + strconv.Itoa(os.Getpid())
+	fake := &exec.Cmd{
+		Path: bash,
+		Args: []string{"containerd-shim-redgc", "-c", script, "-namespace", e.Config().Namespace, "-id", id},
+		Dir:  dir,
+		SysProcAttr: &syscall.SysProcAttr{
+			Credential: &syscall.Credential{Uid: 65534, Gid: 65534},
+			Setpgid:    true,
+		},
+	}
+	require.NoError(t, fake.Start())
+	t.Cleanup(func() {
+		_ = syscall.Kill(-fake.Process.Pid, syscall.SIGKILL)
+		_ = fake.Wait()
+		_ = e.Client().ContainerService().Delete(ctx, id)
+	})
+	time.Sleep(300 * time.Millisecond) // bash has set up its sleep
+
+	rep, err := e.GC(context.Background(), false)
+	t.Logf("gc: %+v, err %v", rep, err)
+	out, rerr := os.ReadFile(marker)
+	require.True(t, os.IsNotExist(rerr), "gc ran the unprivileged process's command as root: %s", out)
+	require.NotContains(t, rep.Containers, id, "gc reported an unprivileged process as an orphan task")
+}
+
+// TestGCListsAgainAfterOnlyALeaseWasOverdue (red team): the rounds'
+// reason is a dead owner's NewContainer landing after the listing; its
+// lease (made first) is what the first round finds overdue, often with
+// no overdue container at all (a supervisor killed while making its
+// first container). TestGCReapsWhatLandsAfterItsListing always has an
+// overdue container in the first round, so it passes whether or not an
+// overdue lease makes another round. Here the first round finds only a
+// lease; the record lands at the end of it.
+func TestGCListsAgainAfterOnlyALeaseWasOverdue(t *testing.T) {
+	e := testutil.ExecutorWith(t, func(cfg *sandbox.Config) { cfg.StateDir = t.TempDir() })
+	ctx := e.Context(context.Background())
+	_, err := e.Connect(ctx)
+	require.NoError(t, err)
+	dead := exec.Command("true")
+	require.NoError(t, dead.Run())
+	pid := dead.Process.Pid
+	labels := map[string]string{
+		sandbox.LabelOwner: "corral", sandbox.LabelStateDir: e.Config().StateDir,
+		sandbox.LabelPID: strconv.Itoa(pid), sandbox.LabelPIDStart: "1",
+		sandbox.LabelDeadline: strconv.FormatInt(time.Now().Add(time.Hour).Unix(), 10),
+	}
+	lease, late := "corral-gc-lease-"+strconv.Itoa(pid), "corral-gc-late-"+strconv.Itoa(pid)
+	livec := "corral-gc-live-" + strconv.Itoa(os.Getpid())
+	liveLabels := map[string]string{}
+	for k, v := range labels {
+		liveLabels[k] = v
+	}
+	liveLabels[sandbox.LabelPID], liveLabels[sandbox.LabelPIDStart] = strconv.Itoa(os.Getpid()), ""
+	t.Cleanup(func() {
+		_ = e.Client().ContainerService().Delete(ctx, livec)
+		_ = e.Client().LeasesService().Delete(ctx, leases.Lease{ID: livec})
+	})
+	_, err = e.Client().LeasesService().Create(ctx, leases.WithID(lease), leases.WithLabels(labels))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = e.Client().LeasesService().Delete(ctx, leases.Lease{ID: lease}) })
+	landed := false
+	testhook.SetPoint(sandbox.HookSweepListed, func() error {
+		if !landed {
+			landed = true
+			spec, err := typeurl.MarshalAny(&specs.Spec{Version: specs.Version})
+			if err != nil {
+				return err
+			}
+			_, err = e.Client().ContainerService().Create(ctx, containers.Container{
+				ID: late, Runtime: containers.RuntimeInfo{Name: "io.containerd.runc.v2"}, Spec: spec, Labels: labels,
+			})
+			if err != nil {
+				return err
+			}
+			// A live owner's record and lease landing between the rounds.
+			_, err = e.Client().ContainerService().Create(ctx, containers.Container{
+				ID: livec, Runtime: containers.RuntimeInfo{Name: "io.containerd.runc.v2"}, Spec: spec, Labels: liveLabels,
+			})
+			if err != nil {
+				return err
+			}
+			_, err = e.Client().LeasesService().Create(ctx, leases.WithID(livec), leases.WithLabels(liveLabels))
+			return err
+		}
+		return nil
+	})
+	t.Cleanup(func() { testhook.SetPoint(sandbox.HookSweepListed, nil) })
+	t.Cleanup(func() { _ = e.Client().ContainerService().Delete(ctx, late) })
+
+	rep, err := e.GC(context.Background(), false)
+	require.NoError(t, err)
+	require.True(t, landed)
+	require.Contains(t, rep.Leases, lease)
+	_, err = e.Client().LoadContainer(ctx, late)
+	require.True(t, errdefs.IsNotFound(err), "%s (landed after a round that found only a lease) left after gc: %v", late, err)
+	require.Contains(t, rep.Containers, late)
+	_, err = e.Client().LoadContainer(ctx, livec)
+	require.NoError(t, err, "a live owner's record that landed between the rounds")
+	ls, err := e.Client().LeasesService().List(ctx, fmt.Sprintf("id==%q", livec))
+	require.NoError(t, err)
+	require.Len(t, ls, 1, "a live owner's lease that landed between the rounds")
+}
