@@ -23,15 +23,36 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// TestGCRunsNoUnprivilegedFakeShim (red team): an unprivileged local
-// process (uid 65534) whose command line looks like a shim of corral's
-// namespace (argv0 containerd-shim-*, -namespace NS -id corral-*), whose
-// working directory holds a config.json with one mount source beneath the
-// state directory, is taken by sweepOrphanShims for an orphan task: gc
-// (root) then runs that process's executable with its own flags and
-// "delete" (removeOrphan: the shim's delete action). The flags are the
-// process's: `bash -c SCRIPT ... delete` runs SCRIPT as root.
-func TestGCRunsNoUnprivilegedFakeShim(t *testing.T) {
+// TestGCRunsNoFakeShim (red team): a process whose command line looks
+// like a shim of corral's namespace (argv0 containerd-shim-*, -namespace
+// NS -id corral-*), whose working directory holds a config.json with one
+// mount source beneath the state directory, was taken by
+// sweepOrphanShims for an orphan task, and gc (root) ran that process's
+// executable with its own flags and "delete" (removeOrphan: the shim's
+// delete action): `bash -c SCRIPT ... delete` ran SCRIPT as root. Two
+// such processes: an unprivileged one (uid 65534), and a root one
+// running a copy of bash named containerd-shim-runc-v2 (what a root
+// process in another mount namespace can show: its own file under a
+// shim's name). gc runs neither and reports neither.
+func TestGCRunsNoFakeShim(t *testing.T) {
+	bash, err := exec.LookPath("bash")
+	require.NoError(t, err)
+	copied := filepath.Join(t.TempDir(), "containerd-shim-runc-v2")
+	data, err := os.ReadFile(bash)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(copied, data, 0o755))
+	for _, tc := range []struct {
+		name, path, argv0 string
+		cred              *syscall.Credential
+	}{
+		{"unprivileged", bash, "containerd-shim-redgc", &syscall.Credential{Uid: 65534, Gid: 65534}},
+		{"root running its own file", copied, copied, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) { testGCRunsNoFakeShim(t, tc.path, tc.argv0, tc.cred) })
+	}
+}
+
+func testGCRunsNoFakeShim(t *testing.T, path, argv0 string, cred *syscall.Credential) {
 	e := testutil.ExecutorWith(t, func(cfg *sandbox.Config) { cfg.StateDir = t.TempDir() })
 	ctx := e.Context(context.Background())
 	_, err := e.Connect(ctx)
@@ -46,19 +67,16 @@ func TestGCRunsNoUnprivilegedFakeShim(t *testing.T) {
 	}})
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "config.json"), spec, 0o644))
-	marker := filepath.Join(t.TempDir(), "ran-as-root")
-	script := fmt.Sprintf(`if [ "$(id -u)" = 0 ]; then id > %s; exit 0; fi; sleep 120 & wait`, marker)
-	bash, err := exec.LookPath("bash")
-	require.NoError(t, err)
+	marker := filepath.Join(t.TempDir(), "ran")
+	require.NoError(t, os.Chmod(filepath.Dir(marker), 0o777))
+	// Run with "delete" last (gc's shim delete action), it says so.
+	script := fmt.Sprintf(`case "$*" in *delete) id > %s; exit 0;; esac; sleep 120 & wait`, marker)
 	id := "corral-redgc-" + strconv.Itoa(os.Getpid())
 	fake := &exec.Cmd{
-		Path: bash,
-		Args: []string{"containerd-shim-redgc", "-c", script, "-namespace", e.Config().Namespace, "-id", id},
-		Dir:  dir,
-		SysProcAttr: &syscall.SysProcAttr{
-			Credential: &syscall.Credential{Uid: 65534, Gid: 65534},
-			Setpgid:    true,
-		},
+		Path:        path,
+		Args:        []string{argv0, "-c", script, "-namespace", e.Config().Namespace, "-id", id},
+		Dir:         dir,
+		SysProcAttr: &syscall.SysProcAttr{Credential: cred, Setpgid: true},
 	}
 	require.NoError(t, fake.Start())
 	t.Cleanup(func() {
@@ -71,8 +89,11 @@ func TestGCRunsNoUnprivilegedFakeShim(t *testing.T) {
 	rep, err := e.GC(context.Background(), false)
 	t.Logf("gc: %+v, err %v", rep, err)
 	out, rerr := os.ReadFile(marker)
-	require.True(t, os.IsNotExist(rerr), "gc ran the unprivileged process's command as root: %s", out)
-	require.NotContains(t, rep.Containers, id, "gc reported an unprivileged process as an orphan task")
+	require.True(t, os.IsNotExist(rerr), "gc ran the fake shim's command: %s", out)
+	require.NotContains(t, rep.Containers, id, "gc reported a fake shim as an orphan task")
+	require.NoError(t, syscall.Kill(fake.Process.Pid, 0), "gc killed the fake shim")
+	_, err = os.Stat(filepath.Join(dir, "config.json"))
+	require.NoError(t, err, "gc removed the fake shim's working directory")
 }
 
 // TestGCListsAgainAfterOnlyALeaseWasOverdue (red team): the rounds'

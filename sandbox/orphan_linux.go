@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -34,9 +35,13 @@ const createSettle = 30 * time.Second
 // its bundle (containerd's state dir io.containerd.runtime.v2.task/NS/ID)
 // as working directory.
 type shimProc struct {
-	pid    int
-	id     string
-	exe    string // /proc/PID/exe resolved
+	pid int
+	id  string
+	// exe is the shim binary the process runs, a path this process
+	// resolved itself (shimBinaryOf); "" when the process runs no
+	// containerd-shim-* binary of the system's directories: then it is
+	// not known to be a shim, and nothing of it is run or removed.
+	exe    string
 	bundle string // the working directory
 	args   []string
 }
@@ -74,7 +79,7 @@ func findShims(ns string) map[string][]shimProc {
 			continue
 		}
 		sp.pid, _ = strconv.Atoi(filepath.Base(dir))
-		sp.exe, _ = os.Readlink(filepath.Join(dir, "exe"))
+		sp.exe = shimBinaryOf(dir)
 		sp.bundle, _ = os.Readlink(filepath.Join(dir, "cwd"))
 		sp.args = args
 		out[sp.id] = append(out[sp.id], sp)
@@ -97,6 +102,47 @@ func rootOwned(procDir string) bool {
 		}
 	}
 	return false
+}
+
+// shimDirs are where containerd finds its shim binaries on the hosts
+// corral supports (PATH of a system service); each is also looked at
+// beneath /proc/1/root, the node's root when corral runs in a Pod.
+var shimDirs = []string{"/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin"}
+
+// shimBinaryOf returns the path of the shim binary that the process of
+// procDir (/proc/PID) runs: a file named containerd-shim-* in shimDirs
+// (or this process's PATH, or beneath /proc/1/root) that is the same file
+// (device and inode) as /proc/PID/exe; "" when there is none. The
+// process's command line, the path its exe link reads and its working
+// directory are the process's to choose, so only a binary found here is
+// ever run (removeOrphan): a root process in another mount namespace
+// naming itself a shim runs a file of its own, never the same inode.
+func shimBinaryOf(procDir string) string {
+	running, err := os.Stat(filepath.Join(procDir, "exe"))
+	if err != nil {
+		return ""
+	}
+	link, err := os.Readlink(filepath.Join(procDir, "exe"))
+	if err != nil {
+		return ""
+	}
+	name := filepath.Base(strings.TrimSuffix(link, " (deleted)"))
+	if !strings.HasPrefix(name, "containerd-shim-") {
+		return ""
+	}
+	var candidates []string
+	if p, err := exec.LookPath(name); err == nil && filepath.IsAbs(p) {
+		candidates = append(candidates, p)
+	}
+	for _, d := range shimDirs {
+		candidates = append(candidates, filepath.Join(d, name), filepath.Join("/proc/1/root", d, name))
+	}
+	for _, c := range candidates {
+		if st, err := os.Stat(c); err == nil && st.Mode().IsRegular() && os.SameFile(st, running) {
+			return c
+		}
+	}
+	return ""
 }
 
 // settleCreate waits, for a container of a dead owner that has no task,
@@ -131,7 +177,9 @@ func (e *Executor) settleCreate(ctx context.Context, c containerd.Container) (co
 }
 
 // sweepOrphanShims removes the tasks whose container record is gone: the
-// shims of this namespace serving a corral-* container no record names,
+// shims of this namespace (root processes running a shim binary of the
+// system's, shimBinaryOf; any other process may name itself one) serving
+// a corral-* container no record names,
 // whose bundle's spec binds a path of this executor's state directory
 // (ownedBy) or whose bundle is gone (bundleGone): the record and its
 // labels are gone, and another state directory's corral (another
@@ -150,6 +198,9 @@ func (e *Executor) sweepOrphanShims(ctx context.Context) ([]string, error) {
 	for id, shims := range findShims(e.cfg.Namespace) {
 		if _, err := e.client.LoadContainer(ctx, id); err == nil || !errdefs.IsNotFound(err) {
 			continue
+		}
+		if slices.ContainsFunc(shims, func(sp shimProc) bool { return sp.exe == "" }) {
+			continue // a process that runs no shim binary: not known to be a shim
 		}
 		spec, err := bundleSpec(shims[0].bundle)
 		switch {
@@ -200,7 +251,8 @@ func (e *Executor) removeOrphan(ctx context.Context, id string, shims []shimProc
 	}
 	for _, sp := range shims {
 		waitGone(sp.pid, 5*time.Second)
-		if sp.bundle != "" && filepath.Base(sp.bundle) == id {
+		if sp.bundle != "" && filepath.Base(sp.bundle) == id && filepath.Base(filepath.Dir(sp.bundle)) == e.cfg.Namespace {
+			// containerd's layout: <state>/io.containerd.runtime.v2.task/<namespace>/<id>.
 			_ = syscall.Unmount(filepath.Join(sp.bundle, "rootfs"), syscall.MNT_DETACH)
 			_ = os.RemoveAll(sp.bundle)
 		}
