@@ -109,14 +109,7 @@ func TestGCListsAgainAfterOnlyALeaseWasOverdue(t *testing.T) {
 	ctx := e.Context(context.Background())
 	_, err := e.Connect(ctx)
 	require.NoError(t, err)
-	dead := exec.Command("true")
-	require.NoError(t, dead.Run())
-	pid := dead.Process.Pid
-	labels := map[string]string{
-		sandbox.LabelOwner: "corral", sandbox.LabelStateDir: e.Config().StateDir,
-		sandbox.LabelPID: strconv.Itoa(pid), sandbox.LabelPIDStart: "1",
-		sandbox.LabelDeadline: strconv.FormatInt(time.Now().Add(time.Hour).Unix(), 10),
-	}
+	pid, labels := deadOwner(t, e)
 	lease, late := "corral-gc-lease-"+strconv.Itoa(pid), "corral-gc-late-"+strconv.Itoa(pid)
 	livec := "corral-gc-live-" + strconv.Itoa(os.Getpid())
 	liveLabels := map[string]string{}

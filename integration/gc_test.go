@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -541,24 +542,8 @@ func TestGCReapsWhatLandsAfterItsListing(t *testing.T) {
 	ctx := e.Context(context.Background())
 	_, err := e.Connect(ctx)
 	require.NoError(t, err)
-	dead := exec.Command("true")
-	require.NoError(t, dead.Run())
-	pid := dead.Process.Pid
-	labels := map[string]string{
-		sandbox.LabelOwner: "corral", sandbox.LabelStateDir: e.Config().StateDir,
-		sandbox.LabelPID: strconv.Itoa(pid), sandbox.LabelPIDStart: "1",
-		sandbox.LabelDeadline: strconv.FormatInt(time.Now().Add(time.Hour).Unix(), 10),
-	}
-	record := func(id string) {
-		t.Helper()
-		spec, err := typeurl.MarshalAny(&specs.Spec{Version: specs.Version})
-		require.NoError(t, err)
-		_, err = e.Client().ContainerService().Create(ctx, containers.Container{
-			ID: id, Runtime: containers.RuntimeInfo{Name: "io.containerd.runc.v2"}, Spec: spec, Labels: labels,
-		})
-		require.NoError(t, err)
-		t.Cleanup(func() { _ = e.Client().ContainerService().Delete(ctx, id) })
-	}
+	pid, labels := deadOwner(t, e)
+	record := func(id string) { t.Helper(); require.NoError(t, makeRecord(t, ctx, e, id, labels)) }
 	first, late := "corral-gc-first-"+strconv.Itoa(pid), "corral-gc-late-"+strconv.Itoa(pid)
 	record(first)
 	landed := false
@@ -586,4 +571,71 @@ func TestGCReapsWhatLandsAfterItsListing(t *testing.T) {
 	ls, err := e.Client().LeasesService().List(ctx, fmt.Sprintf("id==%q", late))
 	require.NoError(t, err)
 	require.Empty(t, ls, "the lease that landed after the listings is left after gc")
+}
+
+// deadOwner returns the pid of a process that has exited and the labels a
+// container or lease of e's state directory would carry had that process
+// made it (its deadline an hour away).
+func deadOwner(t *testing.T, e *sandbox.Executor) (int, map[string]string) {
+	t.Helper()
+	dead := exec.Command("true")
+	require.NoError(t, dead.Run())
+	pid := dead.Process.Pid
+	return pid, map[string]string{
+		sandbox.LabelOwner: "corral", sandbox.LabelStateDir: e.Config().StateDir,
+		sandbox.LabelPID: strconv.Itoa(pid), sandbox.LabelPIDStart: "1",
+		sandbox.LabelDeadline: strconv.FormatInt(time.Now().Add(time.Hour).Unix(), 10),
+	}
+}
+
+// makeRecord makes a container record id with labels and an empty spec,
+// no snapshot and no task (what a NewContainer landing alone makes),
+// deleted at the test's end if still there.
+func makeRecord(t *testing.T, ctx context.Context, e *sandbox.Executor, id string, labels map[string]string) error {
+	spec, err := typeurl.MarshalAny(&specs.Spec{Version: specs.Version})
+	if err != nil {
+		return err
+	}
+	t.Cleanup(func() { _ = e.Client().ContainerService().Delete(ctx, id) })
+	_, err = e.Client().ContainerService().Create(ctx, containers.Container{
+		ID: id, Runtime: containers.RuntimeInfo{Name: "io.containerd.runc.v2"}, Spec: spec, Labels: labels,
+	})
+	return err
+}
+
+// TestGCWaitsForWhatLandsJustAfterARound: a dead owner's lease made a
+// moment before gc, and its container record landing half a second after
+// gc's first round ended (its NewContainer still in containerd's hands),
+// are both reaped by that gc: a round that found something made less
+// than two seconds ago lists again only once it is that old.
+func TestGCWaitsForWhatLandsJustAfterARound(t *testing.T) {
+	e := testutil.ExecutorWith(t, func(cfg *sandbox.Config) { cfg.StateDir = t.TempDir() })
+	ctx := e.Context(context.Background())
+	_, err := e.Connect(ctx)
+	require.NoError(t, err)
+	pid, labels := deadOwner(t, e)
+	id := "corral-gc-settle-" + strconv.Itoa(pid)
+	_, err = e.Client().LeasesService().Create(ctx, leases.WithID(id), leases.WithLabels(labels))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = e.Client().LeasesService().Delete(ctx, leases.Lease{ID: id}) })
+	landed := make(chan error, 1)
+	var once sync.Once
+	testhook.SetPoint(sandbox.HookSweepListed, func() error {
+		once.Do(func() {
+			go func() {
+				time.Sleep(500 * time.Millisecond)
+				landed <- makeRecord(t, ctx, e, id, labels)
+			}()
+		})
+		return nil
+	})
+	t.Cleanup(func() { testhook.SetPoint(sandbox.HookSweepListed, nil) })
+
+	rep, err := e.GC(context.Background(), false)
+	require.NoError(t, err)
+	require.NoError(t, <-landed)
+	require.Contains(t, rep.Leases, id, "gc's report")
+	require.Contains(t, rep.Containers, id, "gc's report: the record that landed after the first round")
+	_, err = e.Client().LoadContainer(ctx, id)
+	require.True(t, errdefs.IsNotFound(err), "%s left after gc: %v", id, err)
 }

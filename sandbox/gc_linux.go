@@ -164,6 +164,11 @@ func (e *Executor) SweepContainers(ctx context.Context) (*GCReport, error) {
 // something overdue.
 const sweepRounds = 4
 
+// sweepSettle is how old the newest overdue container or lease a sweep's
+// round found must be before the next round lists again: a dead owner's
+// requests in flight when it died are served by then.
+const sweepSettle = 2 * time.Second
+
 // HookSweepListed is the testhook point of sweepContainers at the end of
 // its first round (containers listed and reaped, then leases): a test
 // makes there what a dead owner's requests in flight make after the
@@ -192,10 +197,19 @@ func (e *Executor) sweepContainers(ctx context.Context, force bool, cgroupWait t
 	// pool's refill: a lease, then a container record) once it reads it,
 	// and commits what it makes with the owner's labels. So while a
 	// round finds something overdue, another round lists containers and
-	// leases again once that is reaped (long enough for such a request
-	// to be served: a settled create, a task's kill); it stops at a round
-	// with nothing new overdue, or after sweepRounds.
+	// leases again once that is reaped and the newest of it is
+	// sweepSettle old (the owner died after making it, and what it sent
+	// before dying lands soon after); it stops at a round with nothing
+	// new overdue, or after sweepRounds.
+	var newest time.Time
 	for round := 0; round < sweepRounds; round++ {
+		if wait := sweepSettle - time.Since(newest); round > 0 && wait > 0 {
+			select {
+			case <-ctx.Done():
+				return rep, errors.Join(append(errs, ctx.Err())...)
+			case <-time.After(wait):
+			}
+		}
 		cs, err := e.client.Containers(ctx, filter)
 		if err != nil {
 			return rep, errors.Join(append(errs, e.wrapContainerd("listing containers", err))...)
@@ -205,12 +219,17 @@ func (e *Executor) sweepContainers(ctx context.Context, force bool, cgroupWait t
 			if live[c.ID()] || reaped[c.ID()] {
 				continue
 			}
-			labels, err := c.Labels(ctx)
-			if err != nil || !overdue(labels, force, now) {
+			// The listing's metadata: labels never change after a
+			// container is made.
+			info, err := c.Info(ctx, containerd.WithoutRefreshedMetadata)
+			if err != nil || !overdue(info.Labels, force, now) {
 				live[c.ID()] = true
 				continue
 			}
 			found = true
+			if info.CreatedAt.After(newest) {
+				newest = info.CreatedAt
+			}
 			if err := e.reap(ctx, c); err != nil {
 				errs = append(errs, err)
 				live[c.ID()] = true
@@ -228,6 +247,9 @@ func (e *Executor) sweepContainers(ctx context.Context, force bool, cgroupWait t
 				continue
 			}
 			seenLease[l.ID], found = true, true
+			if l.CreatedAt.After(newest) {
+				newest = l.CreatedAt
+			}
 			if err := e.client.LeasesService().Delete(ctx, l, leases.SynchronousDelete); err != nil && !errdefs.IsNotFound(err) {
 				errs = append(errs, fmt.Errorf("deleting lease %s: %w", l.ID, err))
 				continue
