@@ -238,6 +238,20 @@ func (e *Executor) sweepContainers(ctx context.Context, force bool, cgroupWait t
 			rep.Containers = append(rep.Containers, c.ID())
 			reaped[c.ID()] = true
 		}
+		if round == 0 {
+			// Tasks whose record is gone (a record deleted while its
+			// create was in flight, by an older corral's gc, or by
+			// hand): before the leases, whose deletion lets containerd
+			// collect the snapshot such a task still runs on.
+			orphans, err := e.sweepOrphanShims(ctx)
+			for _, id := range orphans {
+				if !reaped[id] {
+					rep.Containers = append(rep.Containers, id)
+					reaped[id] = true
+				}
+			}
+			errs = append(errs, err)
+		}
 		ls, err := e.client.LeasesService().List(ctx, filter)
 		if err != nil {
 			return rep, errors.Join(append(errs, e.wrapContainerd("listing leases", err))...)
@@ -265,16 +279,6 @@ func (e *Executor) sweepContainers(ctx context.Context, force bool, cgroupWait t
 			break
 		}
 	}
-	// Tasks whose record is gone: a record deleted while its create was
-	// in flight (an older corral's gc), or by hand.
-	orphans, err := e.sweepOrphanShims(ctx)
-	for _, id := range orphans {
-		if !reaped[id] {
-			rep.Containers = append(rep.Containers, id)
-			reaped[id] = true
-		}
-	}
-	errs = append(errs, err)
 	rep.FIFODirs = e.sweepFIFOs(live, reaped, now)
 	cgroups, err := e.sweepCgroups(ctx, cgroupWait)
 	rep.Cgroups = cgroups

@@ -161,7 +161,10 @@ func (e *Executor) settleCreate(ctx context.Context, c containerd.Container) (co
 		if err == nil || !errdefs.IsNotFound(err) {
 			return task, err
 		}
-		shims := findShims(e.cfg.Namespace)[c.ID()]
+		// Only a process running a shim binary holds the wait open
+		// (shimBinaryOf): one naming itself a shim would hold it
+		// createSettle.
+		shims := slices.DeleteFunc(findShims(e.cfg.Namespace)[c.ID()], func(sp shimProc) bool { return sp.exe == "" })
 		if len(shims) == 0 && time.Since(info.CreatedAt) > 5*time.Second {
 			return nil, err
 		}
