@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -20,6 +21,7 @@ import (
 	"github.com/containerd/errdefs"
 	"github.com/containerd/typeurl/v2"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
+	"golang.org/x/sys/unix"
 )
 
 // createSettle bounds how long a sweep waits for a task create that a
@@ -52,7 +54,12 @@ func findShims(ns string) map[string][]shimProc {
 	out := map[string][]shimProc{}
 	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
 	for _, p := range procs {
-		data, err := os.ReadFile(p)
+		// Root's processes only, and a bounded read: any user may start
+		// many processes with huge command lines naming a shim.
+		if !rootOwned(filepath.Dir(p)) {
+			continue
+		}
+		data, err := readAtMost(p, maxShimCmdline)
 		if err != nil || !strings.Contains(string(data), "containerd-shim") {
 			continue
 		}
@@ -70,21 +77,80 @@ func findShims(ns string) map[string][]shimProc {
 				sp.id = args[i+1]
 			}
 		}
-		if !nsOK || !strings.HasPrefix(sp.id, "corral-") {
+		if !nsOK || !isContainerID(sp.id) {
 			continue
 		}
 		dir := filepath.Dir(p)
-		if !rootOwned(dir) {
-			// A shim runs as root; any user can name a process like one.
-			continue
-		}
 		sp.pid, _ = strconv.Atoi(filepath.Base(dir))
-		sp.exe = shimBinaryOf(dir)
-		sp.bundle, _ = os.Readlink(filepath.Join(dir, "cwd"))
+		if inNodeMountNS(dir) {
+			// Paths the process shows (its exe and cwd links) name
+			// what they name for this process only in its mount
+			// namespace.
+			sp.exe = shimBinaryOf(dir)
+			sp.bundle = cwdOf(dir)
+		}
 		sp.args = args
 		out[sp.id] = append(out[sp.id], sp)
 	}
 	return out
+}
+
+// maxBundleSpec bounds bundleSpec's read of a bundle's config.json (a
+// corral spec is a few KiB).
+const maxBundleSpec = 4 << 20
+
+// maxShimCmdline bounds findShims's read of a command line: a shim's is
+// under 300 bytes.
+const maxShimCmdline = 64 << 10
+
+// readAtMost reads at most n bytes of the file at path.
+func readAtMost(path string, n int64) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return io.ReadAll(io.LimitReader(f, n))
+}
+
+// inNodeMountNS reports whether the process of procDir (/proc/PID) is in
+// this process's mount namespace or in pid 1's (the node's, when corral
+// runs in a Pod): where containerd starts its shims. A process of
+// another mount namespace (a container's root naming itself a shim)
+// shows exe and cwd paths of its own filesystem.
+func inNodeMountNS(procDir string) bool {
+	ns, err := os.Stat(filepath.Join(procDir, "ns", "mnt"))
+	if err != nil {
+		return false
+	}
+	for _, ref := range []string{"/proc/self/ns/mnt", "/proc/1/ns/mnt"} {
+		if st, err := os.Stat(ref); err == nil && os.SameFile(st, ns) {
+			return true
+		}
+	}
+	return false
+}
+
+// cwdOf returns the working directory of the process of procDir as a
+// path this process can use: the cwd link's text when it names the same
+// directory (device and inode) as the link itself; the text as it is
+// when the directory was deleted (bundleGone reads its " (deleted)"
+// suffix); "" otherwise (the process's root is not this one's).
+func cwdOf(procDir string) string {
+	link := filepath.Join(procDir, "cwd")
+	text, err := os.Readlink(link)
+	if err != nil {
+		return ""
+	}
+	if strings.HasSuffix(text, " (deleted)") {
+		return text
+	}
+	st, err1 := os.Stat(link)
+	named, err2 := os.Lstat(text)
+	if err1 != nil || err2 != nil || !os.SameFile(st, named) {
+		return ""
+	}
+	return text
 }
 
 // rootOwned reports whether the process of procDir (/proc/PID) runs
@@ -245,7 +311,9 @@ func (e *Executor) removeOrphan(ctx context.Context, id string, shims []shimProc
 			// The shim binary's delete action (containerd's cleanup of
 			// a bundle whose shim died): runs with the bundle as its
 			// working directory and the shim's own flags.
-			args := append(shimFlags(sp.args), "delete")
+			// The flags are corral's own: the process's could turn the
+			// action into another one.
+			args := []string{"-namespace", e.cfg.Namespace, "-id", id, "-address", e.cfg.Address, "delete"}
 			cmd := exec.CommandContext(ctx, sp.exe, args...)
 			cmd.Dir = sp.bundle
 			_ = cmd.Run()
@@ -256,7 +324,7 @@ func (e *Executor) removeOrphan(ctx context.Context, id string, shims []shimProc
 		waitGone(sp.pid, 5*time.Second)
 		if sp.bundle != "" && filepath.Base(sp.bundle) == id && filepath.Base(filepath.Dir(sp.bundle)) == e.cfg.Namespace {
 			// containerd's layout: <state>/io.containerd.runtime.v2.task/<namespace>/<id>.
-			_ = syscall.Unmount(filepath.Join(sp.bundle, "rootfs"), syscall.MNT_DETACH)
+			_ = unix.Unmount(filepath.Join(sp.bundle, "rootfs"), unix.MNT_DETACH|unix.UMOUNT_NOFOLLOW)
 			_ = os.RemoveAll(sp.bundle)
 		}
 	}
@@ -276,7 +344,18 @@ func (e *Executor) removeOrphan(ctx context.Context, id string, shims []shimProc
 // bundleSpec reads the OCI spec of a task's bundle (its config.json,
 // written by containerd from the container's record).
 func bundleSpec(bundle string) (*specs.Spec, error) {
-	data, err := os.ReadFile(filepath.Join(bundle, "config.json"))
+	// A regular file, not followed through a symlink, opened without
+	// blocking (a FIFO), and read up to initctl-sized bounds.
+	fd, err := unix.Open(filepath.Join(bundle, "config.json"), unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, &fs.PathError{Op: "open", Path: filepath.Join(bundle, "config.json"), Err: err}
+	}
+	f := os.NewFile(uintptr(fd), filepath.Join(bundle, "config.json"))
+	defer f.Close()
+	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s: not a regular file", f.Name())
+	}
+	data, err := io.ReadAll(io.LimitReader(f, maxBundleSpec))
 	if err != nil {
 		return nil, err
 	}
@@ -336,19 +415,6 @@ func (e *Executor) recreateRecord(ctx context.Context, id string, spec *specs.Sp
 		return nil, err
 	}
 	return e.client.LoadContainer(ctx, id)
-}
-
-// shimFlags keeps the shim's global flags (every -flag value pair) of
-// its command line, dropping the program name.
-func shimFlags(args []string) []string {
-	var out []string
-	for i := 1; i+1 < len(args); i += 2 {
-		if !strings.HasPrefix(args[i], "-") {
-			break
-		}
-		out = append(out, args[i], args[i+1])
-	}
-	return out
 }
 
 // waitGone waits until process pid is gone (reaped by its parent), at

@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"strconv"
@@ -27,12 +28,44 @@ func TestFindShimsSkipsUnprivilegedProcesses(t *testing.T) {
 		require.NoError(t, cmd.Start())
 		t.Cleanup(func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); _ = cmd.Wait() })
 	}
-	start("corral-nobody", &syscall.Credential{Uid: 65534, Gid: 65534})
-	start("corral-root", nil)
+	start("corral-0000000000aa-1", &syscall.Credential{Uid: 65534, Gid: 65534})
+	start("corral-0000000000bb-1", nil)
 	var got map[string][]shimProc
 	require.Eventually(t, func() bool {
 		got = findShims(ns)
-		return len(got["corral-root"]) == 1
+		return len(got["corral-0000000000bb-1"]) == 1
 	}, 5*time.Second, 20*time.Millisecond, "the root process is a shim candidate")
-	require.NotContains(t, got, "corral-nobody", "an unprivileged process passes for a shim")
+	require.NotContains(t, got, "corral-0000000000aa-1", "an unprivileged process passes for a shim")
+}
+
+// TestShimPathsOnlyInTheNodesMountNamespace (red team): a root process
+// of another mount namespace (a container's root, no user namespace)
+// shows exe and cwd links naming paths of its own filesystem, which gc
+// would read, run and remove as host paths. findShims trusts neither for
+// such a process: no binary, no bundle.
+func TestShimPathsOnlyInTheNodesMountNamespace(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to make a mount namespace")
+	}
+	ns := "redgc-" + strconv.Itoa(os.Getpid())
+	dir := t.TempDir()
+	start := func(id string, flags uintptr) {
+		cmd := &exec.Cmd{Path: "/bin/sh", Args: []string{"containerd-shim-redgc", "-c", "sleep 60 & wait", "-namespace", ns, "-id", id},
+			Dir: dir, SysProcAttr: &syscall.SysProcAttr{Cloneflags: flags, Setpgid: true}}
+		require.NoError(t, cmd.Start())
+		t.Cleanup(func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); _ = cmd.Wait() })
+	}
+	start("corral-0000000000cc-1", 0)
+	start("corral-0000000000dd-1", syscall.CLONE_NEWNS)
+	var got map[string][]shimProc
+	require.Eventually(t, func() bool {
+		got = findShims(ns)
+		return len(got["corral-0000000000cc-1"]) == 1 && len(got["corral-0000000000dd-1"]) == 1
+	}, 5*time.Second, 20*time.Millisecond)
+	require.Equal(t, dir, got["corral-0000000000cc-1"][0].bundle, "this mount namespace's process: its working directory")
+	require.Empty(t, got["corral-0000000000cc-1"][0].exe, "/bin/sh is no shim binary")
+	require.Empty(t, got["corral-0000000000dd-1"][0].bundle, "another mount namespace's working directory")
+	require.Empty(t, got["corral-0000000000dd-1"][0].exe)
+	require.True(t, inNodeMountNS("/proc/self"))
+	require.False(t, inNodeMountNS(fmt.Sprintf("/proc/%d", got["corral-0000000000dd-1"][0].pid)))
 }
