@@ -12,10 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/containerd/containerd/v2/core/containers"
 	"github.com/containerd/containerd/v2/core/leases"
 	"github.com/containerd/errdefs"
-	"github.com/containerd/typeurl/v2"
 	"github.com/corral-sandbox/corral/internal/testhook"
 	"github.com/corral-sandbox/corral/internal/testutil"
 	"github.com/corral-sandbox/corral/sandbox"
@@ -117,10 +115,7 @@ func TestGCListsAgainAfterOnlyALeaseWasOverdue(t *testing.T) {
 		liveLabels[k] = v
 	}
 	liveLabels[sandbox.LabelPID], liveLabels[sandbox.LabelPIDStart] = strconv.Itoa(os.Getpid()), ""
-	t.Cleanup(func() {
-		_ = e.Client().ContainerService().Delete(ctx, livec)
-		_ = e.Client().LeasesService().Delete(ctx, leases.Lease{ID: livec})
-	})
+	t.Cleanup(func() { _ = e.Client().LeasesService().Delete(ctx, leases.Lease{ID: livec}) })
 	_, err = e.Client().LeasesService().Create(ctx, leases.WithID(lease), leases.WithLabels(labels))
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = e.Client().LeasesService().Delete(ctx, leases.Lease{ID: lease}) })
@@ -128,30 +123,19 @@ func TestGCListsAgainAfterOnlyALeaseWasOverdue(t *testing.T) {
 	testhook.SetPoint(sandbox.HookSweepListed, func() error {
 		if !landed {
 			landed = true
-			spec, err := typeurl.MarshalAny(&specs.Spec{Version: specs.Version})
-			if err != nil {
-				return err
-			}
-			_, err = e.Client().ContainerService().Create(ctx, containers.Container{
-				ID: late, Runtime: containers.RuntimeInfo{Name: "io.containerd.runc.v2"}, Spec: spec, Labels: labels,
-			})
-			if err != nil {
+			if err := makeRecord(t, ctx, e, late, labels); err != nil {
 				return err
 			}
 			// A live owner's record and lease landing between the rounds.
-			_, err = e.Client().ContainerService().Create(ctx, containers.Container{
-				ID: livec, Runtime: containers.RuntimeInfo{Name: "io.containerd.runc.v2"}, Spec: spec, Labels: liveLabels,
-			})
-			if err != nil {
+			if err := makeRecord(t, ctx, e, livec, liveLabels); err != nil {
 				return err
 			}
-			_, err = e.Client().LeasesService().Create(ctx, leases.WithID(livec), leases.WithLabels(liveLabels))
+			_, err := e.Client().LeasesService().Create(ctx, leases.WithID(livec), leases.WithLabels(liveLabels))
 			return err
 		}
 		return nil
 	})
 	t.Cleanup(func() { testhook.SetPoint(sandbox.HookSweepListed, nil) })
-	t.Cleanup(func() { _ = e.Client().ContainerService().Delete(ctx, late) })
 
 	rep, err := e.GC(context.Background(), false)
 	require.NoError(t, err)

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -20,6 +19,7 @@ import (
 	"github.com/containerd/containerd/v2/core/containers"
 	"github.com/containerd/errdefs"
 	"github.com/containerd/typeurl/v2"
+	safefs "github.com/corral-sandbox/corral/internal/rootfs"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"golang.org/x/sys/unix"
 )
@@ -45,7 +45,6 @@ type shimProc struct {
 	// not known to be a shim, and nothing of it is run or removed.
 	exe    string
 	bundle string // the working directory
-	args   []string
 }
 
 // findShims returns the shims of namespace ns serving containers named
@@ -54,17 +53,15 @@ func findShims(ns string) map[string][]shimProc {
 	out := map[string][]shimProc{}
 	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
 	for _, p := range procs {
-		// Root's processes only, and a bounded read: any user may start
-		// many processes with huge command lines naming a shim.
-		if !rootOwned(filepath.Dir(p)) {
-			continue
-		}
+		// A bounded read (any user may start many processes with huge
+		// command lines naming a shim), then root's processes only: a
+		// shim runs as root.
 		data, err := readAtMost(p, maxShimCmdline)
 		if err != nil || !strings.Contains(string(data), "containerd-shim") {
 			continue
 		}
 		args := strings.Split(strings.TrimRight(string(data), "\x00"), "\x00")
-		if len(args) == 0 || !strings.HasPrefix(filepath.Base(args[0]), "containerd-shim") {
+		if len(args) == 0 || !strings.HasPrefix(filepath.Base(args[0]), "containerd-shim") || !rootOwned(filepath.Dir(p)) {
 			continue
 		}
 		var sp shimProc
@@ -89,7 +86,6 @@ func findShims(ns string) map[string][]shimProc {
 			sp.exe = shimBinaryOf(dir)
 			sp.bundle = cwdOf(dir)
 		}
-		sp.args = args
 		out[sp.id] = append(out[sp.id], sp)
 	}
 	return out
@@ -101,16 +97,16 @@ const maxBundleSpec = 4 << 20
 
 // maxShimCmdline bounds findShims's read of a command line: a shim's is
 // under 300 bytes.
-const maxShimCmdline = 64 << 10
+const maxShimCmdline = 4 << 10
 
-// readAtMost reads at most n bytes of the file at path.
+// readAtMost reads at most n bytes of the file at path (internal/rootfs.ReadAtMost).
 func readAtMost(path string, n int64) ([]byte, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	return io.ReadAll(io.LimitReader(f, n))
+	return safefs.ReadAtMost(f, 0, n-1)
 }
 
 // inNodeMountNS reports whether the process of procDir (/proc/PID) is in
@@ -344,18 +340,9 @@ func (e *Executor) removeOrphan(ctx context.Context, id string, shims []shimProc
 // bundleSpec reads the OCI spec of a task's bundle (its config.json,
 // written by containerd from the container's record).
 func bundleSpec(bundle string) (*specs.Spec, error) {
-	// A regular file, not followed through a symlink, opened without
-	// blocking (a FIFO), and read up to initctl-sized bounds.
-	fd, err := unix.Open(filepath.Join(bundle, "config.json"), unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return nil, &fs.PathError{Op: "open", Path: filepath.Join(bundle, "config.json"), Err: err}
-	}
-	f := os.NewFile(uintptr(fd), filepath.Join(bundle, "config.json"))
-	defer f.Close()
-	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s: not a regular file", f.Name())
-	}
-	data, err := io.ReadAll(io.LimitReader(f, maxBundleSpec))
+	// A regular file, no symbolic link on the way, never a FIFO's
+	// blocking open, at most maxBundleSpec bytes.
+	data, err := safefs.ReadFileInRoot(bundle, "config.json", safefs.NoSymlinks, maxBundleSpec)
 	if err != nil {
 		return nil, err
 	}

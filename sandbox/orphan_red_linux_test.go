@@ -22,14 +22,8 @@ func TestFindShimsSkipsUnprivilegedProcesses(t *testing.T) {
 		t.Skip("needs root to start a process as another user")
 	}
 	ns := "redgc-" + strconv.Itoa(os.Getpid())
-	start := func(id string, cred *syscall.Credential) {
-		cmd := &exec.Cmd{Path: "/bin/sh", Args: []string{"containerd-shim-redgc", "-c", "sleep 60 & wait", "-namespace", ns, "-id", id},
-			Dir: "/", SysProcAttr: &syscall.SysProcAttr{Credential: cred, Setpgid: true}}
-		require.NoError(t, cmd.Start())
-		t.Cleanup(func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); _ = cmd.Wait() })
-	}
-	start("corral-0000000000aa-1", &syscall.Credential{Uid: 65534, Gid: 65534})
-	start("corral-0000000000bb-1", nil)
+	startNamedShim(t, ns, "corral-0000000000aa-1", "/", &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}})
+	startNamedShim(t, ns, "corral-0000000000bb-1", "/", &syscall.SysProcAttr{})
 	var got map[string][]shimProc
 	require.Eventually(t, func() bool {
 		got = findShims(ns)
@@ -49,14 +43,8 @@ func TestShimPathsOnlyInTheNodesMountNamespace(t *testing.T) {
 	}
 	ns := "redgc-" + strconv.Itoa(os.Getpid())
 	dir := t.TempDir()
-	start := func(id string, flags uintptr) {
-		cmd := &exec.Cmd{Path: "/bin/sh", Args: []string{"containerd-shim-redgc", "-c", "sleep 60 & wait", "-namespace", ns, "-id", id},
-			Dir: dir, SysProcAttr: &syscall.SysProcAttr{Cloneflags: flags, Setpgid: true}}
-		require.NoError(t, cmd.Start())
-		t.Cleanup(func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); _ = cmd.Wait() })
-	}
-	start("corral-0000000000cc-1", 0)
-	start("corral-0000000000dd-1", syscall.CLONE_NEWNS)
+	startNamedShim(t, ns, "corral-0000000000cc-1", dir, &syscall.SysProcAttr{})
+	startNamedShim(t, ns, "corral-0000000000dd-1", dir, &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWNS})
 	var got map[string][]shimProc
 	require.Eventually(t, func() bool {
 		got = findShims(ns)
@@ -68,4 +56,16 @@ func TestShimPathsOnlyInTheNodesMountNamespace(t *testing.T) {
 	require.Empty(t, got["corral-0000000000dd-1"][0].exe)
 	require.True(t, inNodeMountNS("/proc/self"))
 	require.False(t, inNodeMountNS(fmt.Sprintf("/proc/%d", got["corral-0000000000dd-1"][0].pid)))
+}
+
+// startNamedShim starts /bin/sh under a shim's name and flags (argv0
+// containerd-shim-redgc, -namespace ns -id id) in dir, with attr (its
+// credentials, its namespaces), killed with its children at the test's end.
+func startNamedShim(t *testing.T, ns, id, dir string, attr *syscall.SysProcAttr) {
+	t.Helper()
+	attr.Setpgid = true
+	cmd := &exec.Cmd{Path: "/bin/sh", Args: []string{"containerd-shim-redgc", "-c", "sleep 60 & wait", "-namespace", ns, "-id", id},
+		Dir: dir, SysProcAttr: attr}
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); _ = cmd.Wait() })
 }
