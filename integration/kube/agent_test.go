@@ -26,7 +26,7 @@ type agent struct {
 // newAgent starts an agent Pod named name from the example manifest,
 // waits until it runs and fills its "repo" volume from the host: a small
 // documentation repository with a secret the secrets hide list covers.
-func newAgent(t *testing.T, name string) *agent {
+func newAgent(t testing.TB, name string) *agent {
 	t.Helper()
 	ctx := t.Context()
 	b, err := os.ReadFile(filepath.Join(RepoRoot(), "deploy", "kubernetes", "examples", "agent-pod.yaml"))
@@ -80,7 +80,7 @@ func (a *agent) corral(ctx context.Context, args ...string) (string, error) {
 	return out + errOut, err
 }
 
-func (a *agent) must(t *testing.T, args ...string) string {
+func (a *agent) must(t testing.TB, args ...string) string {
 	t.Helper()
 	out, err := a.corral(t.Context(), args...)
 	if err != nil {
@@ -94,7 +94,7 @@ type sessionRecord struct {
 }
 
 // createSession makes a session of the agent's own repository volume.
-func (a *agent) createSession(t *testing.T) string {
+func (a *agent) createSession(t testing.TB) string {
 	t.Helper()
 	out := a.must(t, append([]string{"session", "create", "--json"}, a.repoArgs()...)...)
 	var rec sessionRecord
@@ -180,75 +180,6 @@ func TestDaemonPodRestart(t *testing.T) {
 		if !strings.Contains(diff, want) {
 			t.Errorf("diff lacks %s:\n%s", want, diff)
 		}
-	}
-}
-
-type benchResult struct {
-	Runs       int     `json:"runs"`
-	Failures   int     `json:"failures"`
-	FirstError string  `json:"first_error"`
-	P50        float64 `json:"p50_ms"`
-	P90        float64 `json:"p90_ms"`
-	Max        float64 `json:"max_ms"`
-}
-
-func parseBench(t *testing.T, out string) benchResult {
-	t.Helper()
-	var r benchResult
-	if err := json.Unmarshal([]byte(out[strings.LastIndex(strings.TrimSpace(out), "\n")+1:]), &r); err != nil {
-		t.Fatalf("callbench output %q: %v", out, err)
-	}
-	return r
-}
-
-// TestCallLatency: the same call (corral session exec ID -- cat README.md,
-// a whole CLI process each) from the agent Pod and from the host, both
-// through the node's daemon; the Pod's p50 is at most 1.2x the host's.
-func TestCallLatency(t *testing.T) {
-	deploy(t)
-	a := newAgent(t, "latency-agent")
-	id := a.createSession(t)
-	t.Cleanup(func() { _, _ = a.corral(context.Background(), "session", "rm", id) })
-	const n = 30
-	call := []string{"session", "exec", id, "--", "cat", "README.md"}
-	// Warm both paths once (the tools image is built on the first call).
-	a.must(t, call...)
-
-	pod := func() benchResult {
-		out, errOut, err := cluster.Kubectl(t.Context(), nil, append([]string{"exec", "-n", agentNS, a.name, "--",
-			"/usr/local/bin/callbench", "-n", fmt.Sprint(n), "/usr/local/bin/corral"}, call...)...)
-		if err != nil {
-			t.Fatal(err, out, errOut)
-		}
-		return parseBench(t, out)
-	}
-	host := func() benchResult {
-		argv := append([]string{filepath.Join(buildDir, "callbench"), "-n", fmt.Sprint(n), filepath.Join(buildDir, "corral"), "--daemon", sockPath}, call...)
-		out, err := onNode(t.Context(), argv...).Output()
-		if err != nil {
-			t.Fatal(err, string(out))
-		}
-		return parseBench(t, string(out))
-	}
-	// Alternate to spread the machine's noise over both.
-	var p, h benchResult
-	for i := range 2 {
-		if i == 0 {
-			h, p = host(), pod()
-		} else {
-			p2, h2 := pod(), host()
-			p.P50, h.P50 = min(p.P50, p2.P50), min(h.P50, h2.P50)
-			p.Failures += p2.Failures
-			h.Failures += h2.Failures
-		}
-	}
-	ratio := p.P50 / h.P50
-	fmt.Printf("corral-kube: call p50 agent Pod %.1f ms, host CLI %.1f ms (%.2fx; %d calls each, best of 2 rounds)\n", p.P50, h.P50, ratio, n)
-	if p.Failures+h.Failures != 0 {
-		t.Fatalf("failures: pod %d (%s), host %d (%s)", p.Failures, p.FirstError, h.Failures, h.FirstError)
-	}
-	if ratio > 1.2 {
-		t.Errorf("agent Pod p50 %.1f ms is %.2fx the host's %.1f ms (target 1.2x)", p.P50, ratio, h.P50)
 	}
 }
 

@@ -51,7 +51,7 @@ func run(m *testing.M) int {
 	return code
 }
 
-func kubectl(t *testing.T, args ...string) string {
+func kubectl(t testing.TB, args ...string) string {
 	t.Helper()
 	out, _, err := cluster.Kubectl(t.Context(), nil, args...)
 	if err != nil {

@@ -39,7 +39,7 @@ var (
 // deploy builds and imports both images, labels the node as an agent node
 // and applies deploy/kubernetes, once per test binary; it returns when the
 // daemon's Pod is ready.
-func deploy(t *testing.T) {
+func deploy(t testing.TB) {
 	t.Helper()
 	deployOnce.Do(func() { deployErr = deployCorral(context.Background()) })
 	if deployErr != nil {
