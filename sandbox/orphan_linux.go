@@ -48,47 +48,84 @@ type shimProc struct {
 }
 
 // findShims returns the shims of namespace ns serving containers named
-// corral-*, by container id, from /proc.
+// corral-*, by container id, from /proc (shimAt).
 func findShims(ns string) map[string][]shimProc {
 	out := map[string][]shimProc{}
-	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
-	for _, p := range procs {
-		// A bounded read (any user may start many processes with huge
-		// command lines naming a shim), then root's processes only: a
-		// shim runs as root.
-		data, err := readAtMost(p, maxShimCmdline)
-		if err != nil || !strings.Contains(string(data), "containerd-shim") {
-			continue
+	procs, _ := filepath.Glob("/proc/[0-9]*")
+	for _, dir := range procs {
+		if sp, ok := shimAt(dir, ns); ok {
+			out[sp.id] = append(out[sp.id], sp)
 		}
-		args := strings.Split(strings.TrimRight(string(data), "\x00"), "\x00")
-		if len(args) == 0 || !strings.HasPrefix(filepath.Base(args[0]), "containerd-shim") || !rootOwned(filepath.Dir(p)) {
-			continue
-		}
-		var sp shimProc
-		nsOK := false
-		for i := 1; i+1 < len(args); i++ {
-			switch args[i] {
-			case "-namespace":
-				nsOK = args[i+1] == ns
-			case "-id":
-				sp.id = args[i+1]
-			}
-		}
-		if !nsOK || !isContainerID(sp.id) {
-			continue
-		}
-		dir := filepath.Dir(p)
-		sp.pid, _ = strconv.Atoi(filepath.Base(dir))
-		if inNodeMountNS(dir) {
-			// Paths the process shows (its exe and cwd links) name
-			// what they name for this process only in its mount
-			// namespace.
-			sp.exe = shimBinaryOf(dir)
-			sp.bundle = cwdOf(dir)
-		}
-		out[sp.id] = append(out[sp.id], sp)
 	}
 	return out
+}
+
+// shimAt reports whether the process of procDir (/proc/PID) is a shim
+// of namespace ns serving a corral container: a root process whose
+// command line is a shim's (argv0 containerd-shim-*, -namespace ns, -id
+// a corral container id); exe and bundle are filled only when the
+// process is in the node's mount namespace (inNodeMountNS).
+func shimAt(procDir, ns string) (shimProc, bool) {
+	// A bounded read (any user may start many processes with huge
+	// command lines naming a shim), then root's processes only: a shim
+	// runs as root.
+	data, err := readAtMost(filepath.Join(procDir, "cmdline"), maxShimCmdline)
+	if err != nil || !strings.Contains(string(data), "containerd-shim") {
+		return shimProc{}, false
+	}
+	args := strings.Split(strings.TrimRight(string(data), "\x00"), "\x00")
+	if len(args) == 0 || !strings.HasPrefix(filepath.Base(args[0]), "containerd-shim") || !rootOwned(procDir) {
+		return shimProc{}, false
+	}
+	var sp shimProc
+	nsOK := false
+	for i := 1; i+1 < len(args); i++ {
+		switch args[i] {
+		case "-namespace":
+			nsOK = args[i+1] == ns
+		case "-id":
+			sp.id = args[i+1]
+		}
+	}
+	if !nsOK || !isContainerID(sp.id) {
+		return shimProc{}, false
+	}
+	sp.pid, err = strconv.Atoi(filepath.Base(procDir))
+	if err != nil {
+		return shimProc{}, false
+	}
+	if inNodeMountNS(procDir) {
+		// Paths the process shows (its exe and cwd links) name what
+		// they name for this process only in its mount namespace.
+		sp.exe = shimBinaryOf(procDir)
+		sp.bundle = cwdOf(procDir)
+	}
+	return sp, true
+}
+
+// openShim returns a pidfd (pidfd_open(2)) of the process findShims
+// found as sp, or an error when pid sp.pid no longer names that shim:
+// it exited, and the pid may have gone to any other process since. The
+// pidfd is opened first, shimAt checks the process again through
+// /proc/PID, and then the pidfd must still name a live process
+// (pidfd_send_signal(2) with signal 0): a live process holds its pid, so
+// what shimAt read was the pidfd's process. Signals sent through the
+// pidfd reach that process or none.
+func openShim(sp shimProc, ns string) (int, error) {
+	fd, err := unix.PidfdOpen(sp.pid, 0)
+	if err != nil {
+		return -1, fmt.Errorf("shim %d of %s: %w", sp.pid, sp.id, err)
+	}
+	again, ok := shimAt("/proc/"+strconv.Itoa(sp.pid), ns)
+	if !ok || again.id != sp.id || again.exe != sp.exe {
+		unix.Close(fd)
+		return -1, fmt.Errorf("pid %d is no longer the shim of %s", sp.pid, sp.id)
+	}
+	if err := unix.PidfdSendSignal(fd, 0, nil, 0); err != nil {
+		unix.Close(fd)
+		return -1, fmt.Errorf("shim %d of %s: %w", sp.pid, sp.id, err)
+	}
+	return fd, nil
 }
 
 // maxBundleSpec bounds bundleSpec's read of a bundle's config.json (a
@@ -314,10 +351,16 @@ func (e *Executor) removeOrphan(ctx context.Context, id string, shims []shimProc
 			cmd.Dir = sp.bundle
 			_ = cmd.Run()
 		}
-		_ = syscall.Kill(sp.pid, syscall.SIGKILL)
+		// The shim delete above ends most shims; one that is still the
+		// shim found is killed through a pidfd, so a pid that went to
+		// another process meanwhile is never signalled.
+		if fd, err := openShim(sp, e.cfg.Namespace); err == nil {
+			_ = unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0)
+			waitExit(fd, 5*time.Second)
+			unix.Close(fd)
+		}
 	}
 	for _, sp := range shims {
-		waitGone(sp.pid, 5*time.Second)
 		if sp.bundle != "" && filepath.Base(sp.bundle) == id && filepath.Base(filepath.Dir(sp.bundle)) == e.cfg.Namespace {
 			// containerd's layout: <state>/io.containerd.runtime.v2.task/<namespace>/<id>.
 			_ = unix.Unmount(filepath.Join(sp.bundle, "rootfs"), unix.MNT_DETACH|unix.UMOUNT_NOFOLLOW)
@@ -404,18 +447,18 @@ func (e *Executor) recreateRecord(ctx context.Context, id string, spec *specs.Sp
 	return e.client.LoadContainer(ctx, id)
 }
 
-// waitGone waits until process pid is gone (reaped by its parent), at
-// most d.
-func waitGone(pid int, d time.Duration) {
+// waitExit waits until the process of pidfd has exited (the pidfd
+// polls readable then, pidfd_open(2); a zombie has exited), at most d.
+func waitExit(pidfd int, d time.Duration) {
 	deadline := time.Now().Add(d)
-	for time.Now().Before(deadline) {
-		if _, err := os.Stat(fmt.Sprintf("/proc/%d", pid)); err != nil {
+	for {
+		left := time.Until(deadline)
+		if left <= 0 {
 			return
 		}
-		st, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-		if i := strings.LastIndexByte(string(st), ')'); i >= 0 && strings.HasPrefix(string(st[i+1:]), " Z") {
-			return // a zombie: gone but for its parent's wait
+		n, err := unix.Poll([]unix.PollFd{{Fd: int32(pidfd), Events: unix.POLLIN}}, int(left.Milliseconds())+1)
+		if n > 0 || (err != nil && err != unix.EINTR) {
+			return
 		}
-		time.Sleep(50 * time.Millisecond)
 	}
 }

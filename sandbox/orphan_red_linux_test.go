@@ -60,12 +60,64 @@ func TestShimPathsOnlyInTheNodesMountNamespace(t *testing.T) {
 
 // startNamedShim starts /bin/sh under a shim's name and flags (argv0
 // containerd-shim-redgc, -namespace ns -id id) in dir, with attr (its
-// credentials, its namespaces), killed with its children at the test's end.
-func startNamedShim(t *testing.T, ns, id, dir string, attr *syscall.SysProcAttr) {
+// credentials, its namespaces), killed with its children at the test's
+// end; it returns the process's pid and a channel closed once it exited.
+func startNamedShim(t *testing.T, ns, id, dir string, attr *syscall.SysProcAttr) (int, <-chan struct{}) {
 	t.Helper()
 	attr.Setpgid = true
 	cmd := &exec.Cmd{Path: "/bin/sh", Args: []string{"containerd-shim-redgc", "-c", "sleep 60 & wait", "-namespace", ns, "-id", id},
 		Dir: dir, SysProcAttr: attr}
 	require.NoError(t, cmd.Start())
-	t.Cleanup(func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); _ = cmd.Wait() })
+	return cmd.Process.Pid, waitInBackground(t, cmd)
+}
+
+// waitInBackground waits for cmd (started, in a process group of its
+// own) in the background: the channel is closed when it exited. The
+// test's end kills its process group and waits.
+func waitInBackground(t *testing.T, cmd *exec.Cmd) <-chan struct{} {
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	t.Cleanup(func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); <-done })
+	return done
+}
+
+// TestOrphanKillSparesAReusedPid: removeOrphan killed the pid findShims
+// had found seconds earlier (syscall.Kill by number); a shim that exited
+// meanwhile (its own delete action ends it) leaves its pid to whatever
+// process the kernel starts next, and gc, as root, killed that process.
+// The kill now goes through a pidfd of a process checked again to be the
+// shim found. Here the pid names another process (a sleep): it lives; a
+// process that is still the shim found is killed.
+func TestOrphanKillSparesAReusedPid(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root, as gc")
+	}
+	ns := "redgc-" + strconv.Itoa(os.Getpid())
+	e := &Executor{cfg: Config{Namespace: ns, StateDir: t.TempDir()}, oci: &ociRuntime{}}
+
+	other := exec.Command("sleep", "60")
+	other.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	require.NoError(t, other.Start())
+	otherDone := waitInBackground(t, other)
+	reused := shimProc{pid: other.Process.Pid, id: "corral-0000000000ee-1"}
+	require.NoError(t, e.removeOrphan(t.Context(), reused.id, []shimProc{reused}, nil))
+	select {
+	case <-otherDone:
+		t.Fatal("gc killed the process that now holds the shim's pid")
+	case <-time.After(200 * time.Millisecond):
+	}
+
+	pid, shimDone := startNamedShim(t, ns, "corral-0000000000ff-1", "/", &syscall.SysProcAttr{})
+	var found []shimProc
+	require.Eventually(t, func() bool {
+		found = findShims(ns)["corral-0000000000ff-1"]
+		return len(found) == 1
+	}, 5*time.Second, 20*time.Millisecond)
+	require.Equal(t, pid, found[0].pid)
+	require.NoError(t, e.removeOrphan(t.Context(), found[0].id, found, nil))
+	select {
+	case <-shimDone:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the shim found is still running after removeOrphan")
+	}
 }
