@@ -147,7 +147,7 @@ func TestRetryEAGAIN(t *testing.T) {
 	require.ErrorIs(t, err, unix.EAGAIN)
 	require.Greater(t, calls, 1)
 	require.GreaterOrEqual(t, time.Since(start), retryDeadline)
-	require.Less(t, time.Since(start), time.Second)
+	require.Less(t, time.Since(start), 500*retryDeadline, "retried without a deadline")
 
 	// Anything else is not retried.
 	calls = 0
