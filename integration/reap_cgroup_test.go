@@ -142,16 +142,16 @@ func killedWithoutShim(t *testing.T, s *sandbox.Session, ids []string, stopped [
 	// The client goes away (its context ends).
 	cctx, cancel := context.WithCancel(context.Background())
 	canceled := call(cctx)
-	require.Eventually(t, func() bool { return len(sleepers()) == 1 }, 3*time.Second, 20*time.Millisecond,
+	require.Eventually(t, func() bool { return len(sleepers()) == 1 }, 10*time.Second, 20*time.Millisecond,
 		"the canceled call's tool never ran (shims stopped: %v)", stopped)
 	cancel()
-	require.Eventually(t, func() bool { return len(sleepers()) == 0 }, 2*time.Second, 20*time.Millisecond,
-		"the tool of a canceled call outlived the cancel by 2s while its shim was stopped")
+	require.Eventually(t, func() bool { return len(sleepers()) == 0 }, 5*time.Second, 20*time.Millisecond,
+		"the tool of a canceled call outlived the cancel by 5s while its shim was stopped")
 
 	// Over the deadline (3s): killed at it.
 	start := time.Now()
 	timedOut := call(context.Background())
-	require.Eventually(t, func() bool { return len(sleepers()) == 1 }, 3*time.Second, 20*time.Millisecond,
+	require.Eventually(t, func() bool { return len(sleepers()) == 1 }, 10*time.Second, 20*time.Millisecond,
 		"the second call's tool never ran")
 	require.Eventually(t, func() bool { return len(sleepers()) == 0 }, 6*time.Second, 50*time.Millisecond,
 		"the tool outlived its 3s deadline by 3s while its shim was stopped")
@@ -215,7 +215,7 @@ func TestCallDoesNotWaitForASilentShim(t *testing.T) {
 			done <- outcome{r, err}
 		}()
 		sleepers := func() []int { return processesNamed(t, testutil.Namespace, ids, "probe") }
-		require.Eventually(t, func() bool { return len(sleepers()) == 1 }, 3*time.Second, 20*time.Millisecond,
+		require.Eventually(t, func() bool { return len(sleepers()) == 1 }, 10*time.Second, 20*time.Millisecond,
 			"the call's tool never ran (shims stopped: %v)", shims)
 		var o outcome
 		select {

@@ -793,7 +793,7 @@ func TestUnreadAnswerFreesItsSlot(t *testing.T) {
 			time.Sleep(200 * time.Millisecond) // the read is done at once
 		}
 		// The answer is being written to a client that reads nothing.
-		require.Eventually(t, func() bool { return e.srv.lim.running() == 0 }, 2*time.Second, 10*time.Millisecond,
+		require.Eventually(t, func() bool { return e.srv.lim.running() == 0 }, 5*time.Second, 10*time.Millisecond,
 			"the slot is held while the answer waits for its reader")
 		res, err := c.Exec(ctx, s.ID, []string{"echo", "next"}, nil, nil)
 		require.NoError(t, err)
