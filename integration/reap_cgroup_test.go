@@ -173,13 +173,16 @@ func killedWithoutShim(t *testing.T, s *sandbox.Session, ids []string, stopped [
 // kill's bound (15 s) instead of holding its slot, and its container
 // past its deadline label, for as long as the shim is stopped. Its tool
 // is dead (the supervisor killed the container's cgroups). Once the shims
-// run again the session closes and gc finds nothing. runc and crun: on
-// runsc a container made ahead is started at the call, and task.Start
-// is not bounded.
+// run again the session closes and gc finds nothing. On runsc, whose
+// containers made ahead are started at the call, the start is what the
+// shim never answers: silentShimAtStart.
 func TestCallDoesNotWaitForASilentShim(t *testing.T) {
 	forEachRuntime(t, func(t *testing.T, rt testRuntime) {
-		if info, err := sandbox.LookupRuntime(rt.name); err != nil || !info.StartAhead {
-			t.Skipf("%s starts a container at the call", rt.name)
+		info, err := sandbox.LookupRuntime(rt.name)
+		require.NoError(t, err)
+		if !info.StartAhead {
+			silentShimAtStart(t, rt)
+			return
 		}
 		// No reap cgroup: the destroys after the resume are not starved
 		// by other jobs' deletes at 1/16 share on a loaded host (the
@@ -344,4 +347,64 @@ func removeCgroupDir(t *testing.T, dir string) {
 		err := unix.Rmdir(dir)
 		return err == nil || os.IsNotExist(err)
 	}, 10*time.Second, 50*time.Millisecond, "the reap cgroup %s never emptied", dir)
+}
+
+// silentShimAtStart: a call on a runtime that starts its container at
+// the call (runsc), whose shim is stopped (SIGSTOP), fails with
+// sandbox.ErrShimSilent within the start's bound (20 s) instead of
+// waiting on the shim for as long as it is stopped. The tool never runs,
+// not even once the shims run again and carry out the start they were
+// sent (the container's processes were killed before the call
+// returned): the write it would make is not in the session's change set.
+func silentShimAtStart(t *testing.T, rt testRuntime) {
+	e := rt.executor(t, func(c *sandbox.Config) { c.ReapCgroup = "" })
+	s := newSessionOn(t, e, hiddenRepo(t), withResources(t, profiles.Resources{Timeout: "3s"}))
+	run(t, s, "ls")
+	s.Idle()
+	var ids []string
+	for _, c := range sessionContainers(t, e, s.ID) {
+		ids = append(ids, c.ID())
+	}
+	shims := shimsOf(t, "corral-"+s.ID+"-")
+	require.NotEmpty(t, shims)
+	for _, pid := range shims {
+		require.NoError(t, syscall.Kill(pid, syscall.SIGSTOP))
+	}
+	resume := func() {
+		for _, pid := range shims {
+			_ = syscall.Kill(pid, syscall.SIGCONT)
+		}
+	}
+	t.Cleanup(resume)
+
+	start := time.Now()
+	done := make(chan error, 1)
+	go func() {
+		_, err := testutil.ExecWithoutPolicy(context.Background(), s, []string{"probe", "write", "openwiki/ran.md", "ran\n"}, nil, nil)
+		done <- err
+	}()
+	var err error
+	select {
+	case err = <-done:
+	case <-time.After(60 * time.Second):
+		t.Fatalf("a call whose shim stays stopped still waits %s after its start", time.Since(start))
+	}
+	took := time.Since(start)
+	t.Logf("the call returned %s after its start: %v", took, err)
+	require.ErrorIs(t, err, sandbox.ErrShimSilent)
+	require.Contains(t, err.Error(), "did not answer the start within 20s")
+	require.Greater(t, took, 15*time.Second, "the call gave the shim less than the start's bound")
+
+	resume()
+	time.Sleep(3 * time.Second) // the shims carry out what they were sent
+	cs, err := s.Changes()
+	require.NoError(t, err)
+	for _, c := range cs.Changes {
+		require.NotEqual(t, "openwiki/ran.md", c.Path, "the tool ran after its call failed")
+	}
+	require.NoError(t, s.Close())
+	require.Empty(t, sessionContainers(t, e, s.ID), "containers of the closed session")
+	for _, id := range ids {
+		require.Empty(t, runtimeLeftovers(t, rt, e.Config().StateDir, id), "what the runtime holds of %s", id)
+	}
 }

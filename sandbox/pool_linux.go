@@ -21,13 +21,13 @@ const maxWarmAge = 30 * time.Minute
 
 // callSlack is how long a call may hold its container beyond the
 // profile's timeout, counted from the take: send's wait for the init to
-// open its FIFO (sendWait), the kill at the limit and the exit
-// (killWait), the output's copy (ioWait, twice: the wait, then the wait
-// for the copy to stop once its FIFOs are closed; the time the copy
-// waits on the caller's own writer is the caller's), then destroy
-// (destroyWait for containerd, then cgroupSettle for the cgroups the
-// runtime left): 70 s, and a margin. The start of a container created,
-// not started, ahead (runsc) has no bound of its own. A take as late as
+// open its FIFO (sendWait) or, for a container not started ahead, the
+// start (startWait), the kill at the limit and the exit (killWait), the
+// output's copy (ioWait, twice: the wait, then the wait for the copy to
+// stop once its FIFOs are closed; the time the copy waits on the
+// caller's own writer is the caller's), then destroy (destroyWait for
+// containerd, then cgroupSettle for the cgroups the runtime left): 80 s,
+// and a margin. A take as late as
 // maxWarmAge with no slack let a call outlive its label: taken at
 // 29:59.5, its request sent up to 10 s later, its tool killed at the
 // timeout after that (30:09.5 + the timeout), while any sweep reaps it

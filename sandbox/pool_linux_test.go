@@ -293,12 +293,12 @@ func TestPoolTakeAge(t *testing.T) {
 // TestCallFitsItsDeadline: the bounds that keep a live call inside its
 // container's deadline label (created + maxWarmAge + timeout + InitGrace)
 // and its init's wait (initctl.MaxWait) hold: what a call may add to its
-// timeout after the take (sendWait, killWait, ioWait, destroyWait,
-// cgroupSettle) fits in
+// timeout after the take (sendWait or startWait, killWait, ioWait,
+// destroyWait, cgroupSettle) fits in
 // callSlack, a container taken as late as maxTakeAge is destroyed before
 // its label, and its init gets the request before MaxWait.
 func TestCallFitsItsDeadline(t *testing.T) {
-	require.LessOrEqual(t, sendWait+killWait+2*ioWait+destroyWait+cgroupSettle, callSlack)
+	require.LessOrEqual(t, max(sendWait, startWait)+killWait+2*ioWait+destroyWait+cgroupSettle, callSlack)
 	timeout := 5 * time.Minute
 	created := time.Unix(1_000_000, 0)
 	// The label is whole seconds, and a sweep reaps once now.Unix() > it.

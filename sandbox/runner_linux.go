@@ -315,6 +315,42 @@ func (r *runner) createAhead(ctx context.Context) (_ *container, retErr error) {
 	return c, nil
 }
 
+// startWait bounds the start, at its call, of a container not started
+// ahead (runsc's, created ahead; any runtime's, created on the call): the
+// runtime's start, requested through the container's shim, which a shim
+// stopped or starved of the CPU never answers.
+const startWait = 20 * time.Second
+
+// startTask starts c's task (its request is in its control file
+// already) within startWait and while the call's ctx lasts; cctx is the
+// context the task's requests use. A start that ended either way may
+// still be carried out by the shim later and run the tool after its call
+// returned, so first every process of c's cgroups is killed (through
+// pidfds, killCgroupProcs): before the start they are the runtime's own
+// (runc's or crun's init waiting to be started, gVisor's sandbox and
+// gofer), and the start the shim delivers later finds nothing to run.
+// c's stdio is closed and c stays not exited (destroy kills and deletes
+// it). The error then wraps ErrShimSilent past startWait, or is the
+// call's (context.Cause(ctx)); any other is the runtime's refusal.
+func (r *runner) startTask(ctx, cctx context.Context, c *container) error {
+	sctx, cancel := context.WithTimeout(cctx, startWait)
+	defer cancel()
+	stop := context.AfterFunc(ctx, cancel)
+	defer stop()
+	err := c.task.Start(sctx)
+	if err == nil || sctx.Err() == nil {
+		return err
+	}
+	for _, d := range r.e.cgroups.dirs(r.e.cfg.Namespace, c.id) {
+		killCgroupProcs(d, "/"+r.e.cfg.Namespace+"/"+c.id)
+	}
+	c.closeIO()
+	if ctx.Err() != nil {
+		return fmt.Errorf("invocation %s: %w", c.id, context.Cause(ctx))
+	}
+	return &shimSilentError{fmt.Sprintf("container %s: its shim did not answer the start within %s (the container was killed; the call's result is lost: retry it)", c.id, startWait)}
+}
+
 // sendWait bounds how long send waits for a started container's init to
 // open its FIFO (it normally waits there long before the call).
 const sendWait = 10 * time.Second
@@ -713,7 +749,11 @@ func (r *runner) wait(ctx context.Context, c *container, argv []string, data []b
 			}
 			return nil, err
 		}
-	} else if err := c.task.Start(cctx); err != nil {
+	} else if err := r.startTask(ctx, cctx, c); err != nil {
+		var silent *shimSilentError
+		if errors.As(err, &silent) || ctx.Err() != nil {
+			return nil, err
+		}
 		err = r.e.wrapContainerd("starting task "+c.id, err)
 		// A start refused because the task had already stopped (or is
 		// gone) ran nothing: the runtime opens the exec FIFO that lets
