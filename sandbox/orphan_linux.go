@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -19,6 +21,7 @@ import (
 	"github.com/containerd/containerd/v2/core/containers"
 	"github.com/containerd/errdefs"
 	"github.com/containerd/typeurl/v2"
+	"github.com/corral-sandbox/corral/internal/kubepod"
 	safefs "github.com/corral-sandbox/corral/internal/rootfs"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"golang.org/x/sys/unix"
@@ -62,9 +65,10 @@ func findShims(ns string) map[string][]shimProc {
 
 // shimAt reports whether the process of procDir (/proc/PID) is a shim
 // of namespace ns serving a corral container: a root process whose
-// command line is a shim's (argv0 containerd-shim-*, -namespace ns, -id
-// a corral container id); exe and bundle are filled only when the
-// process is in the node's mount namespace (inNodeMountNS).
+// command line is a shim daemon's (argv0 containerd-shim-*, then the
+// shim's flags only, parseShimArgs, with -namespace ns and -id a corral
+// container id); exe and bundle are filled only when the process is in
+// the node's mount namespace (inNodeMountNS).
 func shimAt(procDir, ns string) (shimProc, bool) {
 	// A bounded read (any user may start many processes with huge
 	// command lines naming a shim), then root's processes only: a shim
@@ -78,16 +82,9 @@ func shimAt(procDir, ns string) (shimProc, bool) {
 		return shimProc{}, false
 	}
 	var sp shimProc
-	nsOK := false
-	for i := 1; i+1 < len(args); i++ {
-		switch args[i] {
-		case "-namespace":
-			nsOK = args[i+1] == ns
-		case "-id":
-			sp.id = args[i+1]
-		}
-	}
-	if !nsOK || !isContainerID(sp.id) {
+	var procNS string
+	procNS, sp.id, err = parseShimArgs(args[1:])
+	if err != nil || procNS != ns || !isContainerID(sp.id) {
 		return shimProc{}, false
 	}
 	sp.pid, err = strconv.Atoi(filepath.Base(procDir))
@@ -103,27 +100,75 @@ func shimAt(procDir, ns string) (shimProc, bool) {
 	return sp, true
 }
 
+// parseShimArgs parses a shim's arguments (its command line after argv0)
+// as the shim's own flag set does (containerd's runtime/v2/shim: -debug,
+// -v and -info take no value; -namespace, -id, -address, -socket,
+// -bundle and -publish-binary do) and returns its namespace and id. It
+// fails on a flag the set lacks (fail closed) and on an action (a
+// positional argument): containerd's `start` and `delete` and gc's own
+// delete (removeOrphan) run the shim binary as root with the same flags
+// and an action; only the daemon serving a task has none.
+func parseShimArgs(args []string) (ns, id string, err error) {
+	set := flag.NewFlagSet("containerd-shim", flag.ContinueOnError)
+	set.SetOutput(io.Discard)
+	for _, name := range []string{"debug", "v", "info"} {
+		set.Bool(name, false, "")
+	}
+	for _, name := range []string{"address", "socket", "bundle", "publish-binary"} {
+		set.String(name, "", "")
+	}
+	nsFlag, idFlag := set.String("namespace", "", ""), set.String("id", "", "")
+	if err := set.Parse(args); err != nil {
+		return "", "", err
+	}
+	if set.NArg() != 0 {
+		return "", "", fmt.Errorf("a shim action (%q), not a shim daemon", set.Arg(0))
+	}
+	return *nsFlag, *idFlag, nil
+}
+
+// errNotTheShim is wrapped by openShim's error when the process
+// findShims found is gone (or its pid went to another process): nothing
+// is left to kill.
+var errNotTheShim = errors.New("no longer the shim found")
+
 // openShim returns a pidfd (pidfd_open(2)) of the process findShims
-// found as sp, or an error when pid sp.pid no longer names that shim:
-// it exited, and the pid may have gone to any other process since. The
-// pidfd is opened first, shimAt checks the process again through
-// /proc/PID, and then the pidfd must still name a live process
-// (pidfd_send_signal(2) with signal 0): a live process holds its pid, so
-// what shimAt read was the pidfd's process. Signals sent through the
-// pidfd reach that process or none.
+// found as sp. Its error wraps errNotTheShim when pid sp.pid no longer
+// names that shim: it exited, and the pid may have gone to any other
+// process since. The pidfd is opened first, shimAt checks the process
+// again through /proc/PID, and then the pidfd must still name a live
+// process (pidfd_send_signal(2) with signal 0): a live process holds its
+// pid, so what shimAt read was the pidfd's process, provided /proc is of
+// this process's PID namespace (the pidfd's own pid, its fdinfo's, is
+// sp.pid; else an error). Signals sent through the pidfd reach that
+// process or none. Any other error (no pidfd: EMFILE, a seccomp filter,
+// a kernel before 5.3) leaves a shim that may still run.
 func openShim(sp shimProc, ns string) (int, error) {
 	fd, err := unix.PidfdOpen(sp.pid, 0)
+	if errors.Is(err, unix.ESRCH) {
+		return -1, fmt.Errorf("shim %d of %s: %w", sp.pid, sp.id, errNotTheShim)
+	}
 	if err != nil {
+		return -1, fmt.Errorf("opening a pidfd of shim %d of %s: %w", sp.pid, sp.id, err)
+	}
+	fail := func(err error) (int, error) {
+		unix.Close(fd)
 		return -1, fmt.Errorf("shim %d of %s: %w", sp.pid, sp.id, err)
+	}
+	switch pid, err := kubepod.PidOf(fd); {
+	case errors.Is(err, kubepod.ErrGone):
+		return fail(errNotTheShim)
+	case err != nil:
+		return fail(err)
+	case pid != sp.pid:
+		return fail(fmt.Errorf("/proc is not of this process's PID namespace (the pidfd's pid is %d)", pid))
 	}
 	again, ok := shimAt("/proc/"+strconv.Itoa(sp.pid), ns)
 	if !ok || again.id != sp.id || again.exe != sp.exe {
-		unix.Close(fd)
-		return -1, fmt.Errorf("pid %d is no longer the shim of %s", sp.pid, sp.id)
+		return fail(errNotTheShim)
 	}
 	if err := unix.PidfdSendSignal(fd, 0, nil, 0); err != nil {
-		unix.Close(fd)
-		return -1, fmt.Errorf("shim %d of %s: %w", sp.pid, sp.id, err)
+		return fail(errNotTheShim)
 	}
 	return fd, nil
 }
@@ -339,6 +384,7 @@ func (e *Executor) removeOrphan(ctx context.Context, id string, shims []shimProc
 			return fmt.Errorf("deleting the record made again: %w", err)
 		}
 	}
+	var killErrs []error
 	for _, sp := range shims {
 		if !shimDeleteDone && sp.exe != "" && sp.bundle != "" {
 			// The shim binary's delete action (containerd's cleanup of
@@ -354,11 +400,20 @@ func (e *Executor) removeOrphan(ctx context.Context, id string, shims []shimProc
 		// The shim delete above ends most shims; one that is still the
 		// shim found is killed through a pidfd, so a pid that went to
 		// another process meanwhile is never signalled.
-		if fd, err := openShim(sp, e.cfg.Namespace); err == nil {
+		fd, err := openShim(sp, e.cfg.Namespace)
+		switch {
+		case err == nil:
 			_ = unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0)
 			waitExit(fd, 5*time.Second)
 			unix.Close(fd)
+		case !errors.Is(err, errNotTheShim):
+			killErrs = append(killErrs, err)
 		}
+	}
+	if len(killErrs) > 0 {
+		// A shim that may still run keeps its bundle: the next sweep
+		// finds it as it is now.
+		return fmt.Errorf("killing the orphan's shim: %w", errors.Join(killErrs...))
 	}
 	for _, sp := range shims {
 		if sp.bundle != "" && filepath.Base(sp.bundle) == id && filepath.Base(filepath.Dir(sp.bundle)) == e.cfg.Namespace {

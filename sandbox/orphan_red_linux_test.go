@@ -4,12 +4,15 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
 )
 
 // TestFindShimsSkipsUnprivilegedProcesses (red team): any local user can
@@ -51,24 +54,199 @@ func TestShimPathsOnlyInTheNodesMountNamespace(t *testing.T) {
 		return len(got["corral-0000000000cc-1"]) == 1 && len(got["corral-0000000000dd-1"]) == 1
 	}, 5*time.Second, 20*time.Millisecond)
 	require.Equal(t, dir, got["corral-0000000000cc-1"][0].bundle, "this mount namespace's process: its working directory")
-	require.Empty(t, got["corral-0000000000cc-1"][0].exe, "/bin/sh is no shim binary")
+	require.Empty(t, got["corral-0000000000cc-1"][0].exe, "the test binary is no shim binary")
 	require.Empty(t, got["corral-0000000000dd-1"][0].bundle, "another mount namespace's working directory")
 	require.Empty(t, got["corral-0000000000dd-1"][0].exe)
 	require.True(t, inNodeMountNS("/proc/self"))
 	require.False(t, inNodeMountNS(fmt.Sprintf("/proc/%d", got["corral-0000000000dd-1"][0].pid)))
 }
 
-// startNamedShim starts /bin/sh under a shim's name and flags (argv0
-// containerd-shim-redgc, -namespace ns -id id) in dir, with attr (its
-// credentials, its namespaces), killed with its children at the test's
-// end; it returns the process's pid and a channel closed once it exited.
-func startNamedShim(t *testing.T, ns, id, dir string, attr *syscall.SysProcAttr) (int, <-chan struct{}) {
+// startNamedShim starts a process with a shim daemon's command line
+// (argv0 containerd-shim-redgc, -namespace ns -id id -address, then
+// extra) in dir, with attr (its credentials, its namespaces): this test
+// binary, which sleeps when shimSleepEnv is set (TestMain), so it runs
+// no shim binary. Killed with its children at the test's end; it
+// returns the process's pid and a channel closed once it exited.
+func startNamedShim(t *testing.T, ns, id, dir string, attr *syscall.SysProcAttr, extra ...string) (int, <-chan struct{}) {
+	t.Helper()
+	return startShimFrom(t, testBinaryCopy(t, "containerd-shim-redgc"), ns, id, dir, attr, extra...)
+}
+
+// testBinaryCopy copies this test binary to name in a directory of its
+// own that every user may read and search (the build's is root's only),
+// removed at the test's end, and returns its path.
+func testBinaryCopy(t *testing.T, name string) string {
+	t.Helper()
+	self, err := os.Executable()
+	require.NoError(t, err)
+	src, err := os.ReadFile(self)
+	require.NoError(t, err)
+	dir, err := os.MkdirTemp("", "redgc-")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	require.NoError(t, os.Chmod(dir, 0o755))
+	bin := filepath.Join(dir, name)
+	require.NoError(t, os.WriteFile(bin, src, 0o755))
+	return bin
+}
+
+// startShimFrom is startNamedShim running bin, a copy of this test
+// binary or the binary itself.
+func startShimFrom(t *testing.T, bin, ns, id, dir string, attr *syscall.SysProcAttr, extra ...string) (int, <-chan struct{}) {
 	t.Helper()
 	attr.Setpgid = true
-	cmd := &exec.Cmd{Path: "/bin/sh", Args: []string{"containerd-shim-redgc", "-c", "sleep 60 & wait", "-namespace", ns, "-id", id},
-		Dir: dir, SysProcAttr: attr}
+	args := append([]string{"containerd-shim-redgc", "-namespace", ns, "-id", id, "-address", "/run/redgc.sock"}, extra...)
+	cmd := &exec.Cmd{Path: bin, Args: args, Dir: dir, SysProcAttr: attr, Env: []string{shimSleepEnv + "=1"}}
 	require.NoError(t, cmd.Start())
 	return cmd.Process.Pid, waitInBackground(t, cmd)
+}
+
+// shimSleepEnv makes this test binary sleep for a minute instead of
+// running tests (TestMain): the fake shims' program.
+const shimSleepEnv = "CORRAL_TEST_SHIM_SLEEP"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(shimSleepEnv) != "" {
+		time.Sleep(time.Minute)
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// fakeShimBinary makes shimDirs a temporary directory holding a copy of
+// this test binary named containerd-shim-redtest, so that a process
+// started from it passes shimBinaryOf as a system shim binary does.
+func fakeShimBinary(t *testing.T) string {
+	t.Helper()
+	bin := testBinaryCopy(t, "containerd-shim-redtest")
+	old := shimDirs
+	shimDirs = []string{filepath.Dir(bin)}
+	t.Cleanup(func() { shimDirs = old })
+	return bin
+}
+
+// TestShimActionsAreNoShims (red team of the pidfd kill): the shim
+// daemon's command line is `<shim> -namespace NS -id ID -address ADDR`
+// with no action; containerd's `start` and `delete` actions, and gc's
+// own delete (removeOrphan), run the same binary as root with the same
+// flags and an action. shimAt took such an action for the shim: a
+// concurrent sweep found it, and openShim's check passed for it even
+// when it got the pid of the orphan shim that exited (same id, same
+// exe, root), so gc killed a delete half way (runc delete --force under
+// it). A flag the shim's set lacks is no shim either (fail closed).
+func TestShimActionsAreNoShims(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root, as gc")
+	}
+	bin := fakeShimBinary(t)
+	ns := "redgc-" + strconv.Itoa(os.Getpid())
+	daemon, action, unknown := "corral-0000000000a0-1", "corral-0000000000a1-1", "corral-0000000000a3-1"
+	startShimFrom(t, bin, ns, daemon, "/", &syscall.SysProcAttr{}, "-publish-binary", "/usr/bin/containerd", "-debug")
+	_, actionDone := startShimFrom(t, bin, ns, action, "/", &syscall.SysProcAttr{}, "delete")
+	startShimFrom(t, bin, ns, unknown, "/", &syscall.SysProcAttr{}, "-c", "sleep 60")
+	var got map[string][]shimProc
+	require.Eventually(t, func() bool {
+		got = findShims(ns)
+		return len(got[daemon]) == 1
+	}, 5*time.Second, 20*time.Millisecond, "a shim daemon's command line")
+	require.Equal(t, bin, got[daemon][0].exe, "the fake shim binary is trusted, as a system one would be")
+	require.NotContains(t, got, action, "a shim action's process (trailing \"delete\") is no shim daemon")
+	require.NotContains(t, got, unknown, "a flag no shim has")
+
+	// Even given the action's process as the shim found (its pid went
+	// to it), removeOrphan leaves it running.
+	e := &Executor{cfg: Config{Namespace: ns, StateDir: t.TempDir()}, oci: &ociRuntime{}}
+	var pid int
+	for _, p := range procsNamed(t, action) {
+		pid = p
+	}
+	require.NotZero(t, pid)
+	require.NoError(t, e.removeOrphan(t.Context(), action, []shimProc{{pid: pid, id: action, exe: bin}}, nil))
+	select {
+	case <-actionDone:
+		t.Fatal("gc killed a running shim action as an orphan shim")
+	case <-time.After(200 * time.Millisecond):
+	}
+}
+
+// procsNamed returns the pids of this machine's processes whose command
+// line contains s.
+func procsNamed(t *testing.T, s string) []int {
+	t.Helper()
+	var pids []int
+	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, p := range procs {
+		data, err := os.ReadFile(p)
+		if err == nil && strings.Contains(string(data), s) {
+			pid, _ := strconv.Atoi(filepath.Base(filepath.Dir(p)))
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// TestOrphanKillFailureIsNoRemoval (red team of the pidfd kill):
+// openShim's errors were all dropped. When pidfd_open fails for a live
+// shim (EMFILE here; ENOSYS or EPERM under a seccomp filter or an old
+// kernel), the shim was not killed, removeOrphan removed its bundle and
+// returned nil, and the sweep reported the task removed; the next sweep
+// found the same shim. Now such an error is removeOrphan's, and the
+// shim and its bundle stay for the next sweep.
+func TestOrphanKillFailureIsNoRemoval(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root, as gc")
+	}
+	ns := "redgc-" + strconv.Itoa(os.Getpid())
+	id := "corral-0000000000a2-1"
+	_, shimDone := startNamedShim(t, ns, id, "/", &syscall.SysProcAttr{})
+	var found []shimProc
+	require.Eventually(t, func() bool { found = findShims(ns)[id]; return len(found) == 1 }, 5*time.Second, 20*time.Millisecond)
+	e := &Executor{cfg: Config{Namespace: ns, StateDir: t.TempDir()}, oci: &ociRuntime{}}
+
+	// Use up the descriptors: the next pidfd_open fails with EMFILE.
+	var held []int
+	for len(held) < 1<<20 {
+		fd, err := unix.Open("/dev/null", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			break
+		}
+		held = append(held, fd)
+	}
+	err := e.removeOrphan(t.Context(), id, found, nil)
+	for _, fd := range held {
+		unix.Close(fd)
+	}
+	require.ErrorIs(t, err, unix.EMFILE)
+	require.ErrorContains(t, err, "killing the orphan's shim: opening a pidfd of shim")
+	select {
+	case <-shimDone:
+		t.Fatal("the shim was killed after all: the test's premise failed")
+	case <-time.After(200 * time.Millisecond):
+	}
+}
+
+func TestParseShimArgs(t *testing.T) {
+	for _, tc := range []struct {
+		args    []string
+		ns, id  string
+		wantErr string
+	}{
+		{[]string{"-namespace", "n", "-id", "corral-x", "-address", "/run/c.sock"}, "n", "corral-x", ""},
+		{[]string{"-namespace=n", "--id", "i", "-debug", "-publish-binary", "/usr/bin/containerd", "-socket", "s", "-bundle", "b"}, "n", "i", ""},
+		{[]string{"-namespace", "n", "-id", "i", "delete"}, "", "", `a shim action ("delete")`},
+		{[]string{"-namespace", "n", "-id", "i", "start"}, "", "", `a shim action ("start")`},
+		{[]string{"-c", "script", "-namespace", "n", "-id", "i"}, "", "", "flag provided but not defined: -c"},
+		{[]string{"-namespace"}, "", "", "flag needs an argument"},
+		{[]string{"-h"}, "", "", "help requested"},
+	} {
+		ns, id, err := parseShimArgs(tc.args)
+		if tc.wantErr != "" {
+			require.ErrorContains(t, err, tc.wantErr, "%q", tc.args)
+			continue
+		}
+		require.NoError(t, err, "%q", tc.args)
+		require.Equal(t, []string{tc.ns, tc.id}, []string{ns, id})
+	}
 }
 
 // waitInBackground waits for cmd (started, in a process group of its
