@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -227,13 +228,20 @@ func (r *runner) create(ctx context.Context) (_ *container, retErr error) {
 	labels := e.ownerLabels(now.Add(maxWarmAge + lim.Timeout + InitGrace))
 	labels[LabelSession] = r.session
 
+	// What containerd makes for this container (a lease, a record and
+	// its snapshot, a task) is made under a context the caller cannot
+	// cancel, bounded by createWait: a request canceled half way may still
+	// commit in containerd while its answer is lost, and destroy would not
+	// know of what it made. The caller's end is checked between them.
+	mctx, mcancel := context.WithTimeout(context.WithoutCancel(ctx), createWait)
+	defer mcancel()
 	// The lease holds the snapshot until the container is deleted; its
 	// expiry lets containerd's GC reclaim it after a crash.
-	l, err := rt.client.LeasesService().Create(ctx, leases.WithRandomID(), leases.WithExpiration(maxWarmAge+lim.Timeout+InitGrace+time.Minute), leases.WithLabels(labels))
+	l, err := rt.client.LeasesService().Create(mctx, leases.WithRandomID(), leases.WithExpiration(maxWarmAge+lim.Timeout+InitGrace+time.Minute), leases.WithLabels(labels))
 	if err != nil {
 		return nil, e.wrapContainerd("creating a lease", err)
 	}
-	ctx = leases.WithLease(ctx, l.ID)
+	ctx, mctx = leases.WithLease(ctx, l.ID), leases.WithLease(mctx, l.ID)
 	c := &container{id: id, lease: l, ctlFile: filepath.Join(r.reqDir(id), filepath.Base(initctl.RequestFile)), created: now, shimFD: -1}
 	defer func() {
 		if retErr != nil {
@@ -252,7 +260,10 @@ func (r *runner) create(ctx context.Context) (_ *container, retErr error) {
 	if err := os.Chmod(r.reqDir(id), 0o755); err != nil {
 		return nil, fmt.Errorf("making the request directory: %w", err)
 	}
-	cc, err := rt.client.NewContainer(ctx, id,
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("creating container %s: %w", id, context.Cause(ctx))
+	}
+	cc, err := rt.client.NewContainer(mctx, id,
 		withNewSnapshot(id, rt),
 		containerd.WithContainerLabels(labels),
 		e.withRuntime(),
@@ -270,11 +281,17 @@ func (r *runner) create(ctx context.Context) (_ *container, retErr error) {
 	if err := os.MkdirAll(e.fifoDir(), 0o700); err != nil {
 		return nil, err
 	}
-	task, err := cc.NewTask(ctx, cio.NewCreator(cio.WithStreams(nil, c.out, c.errw), cio.WithFIFODir(e.fifoDir())))
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("creating container %s: %w", id, context.Cause(ctx))
+	}
+	task, err := cc.NewTask(mctx, cio.NewCreator(cio.WithStreams(nil, c.out, c.errw), cio.WithFIFODir(e.fifoDir())))
 	if err != nil {
 		return nil, e.wrapContainerd("creating task "+id, err)
 	}
 	c.task = task
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("creating container %s: %w", id, context.Cause(ctx))
+	}
 	if e.cfg.ReapCgroup != "" {
 		c.shimFD, c.shimPid = shimOf(int(task.Pid()), id)
 	}
@@ -315,23 +332,35 @@ func (r *runner) createAhead(ctx context.Context) (_ *container, retErr error) {
 	return c, nil
 }
 
+// createWait bounds the requests that make a container (its lease,
+// record and snapshot, task): a shim's start included, a second on an
+// idle host, seconds on a loaded one.
+const createWait = time.Minute
+
 // startWait bounds the start, at its call, of a container not started
 // ahead (runsc's, created ahead; any runtime's, created on the call): the
 // runtime's start, requested through the container's shim, which a shim
 // stopped or starved of the CPU never answers.
 const startWait = 20 * time.Second
 
+// statusWait bounds the status request that tells a refused start from
+// one that ran nothing (a call after a refusal adds it to startWait's
+// place in callSlack, never to the kill's).
+const statusWait = 5 * time.Second
+
 // startTask starts c's task (its request is in its control file
 // already) within startWait and while the call's ctx lasts; cctx is the
 // context the task's requests use. A start that ended either way may
-// still be carried out by the shim later and run the tool after its call
-// returned, so first every process of c's cgroups is killed (through
-// pidfds, killCgroupProcs): before the start they are the runtime's own
-// (runc's or crun's init waiting to be started, gVisor's sandbox and
-// gofer), and the start the shim delivers later finds nothing to run.
-// c's stdio is closed and c stays not exited (destroy kills and deletes
-// it). The error then wraps ErrShimSilent past startWait, or is the
-// call's (context.Cause(ctx)); any other is the runtime's refusal.
+// still be carried out by the shim later, and run the tool after its
+// call returned. So first the request is withdrawn (c's control file
+// removed: a corral-init started later finds none and exits 125, having
+// run nothing), which holds whatever the runtime and wherever the
+// supervisor runs; then every process of c's cgroups that this process
+// can tell is the container's is killed (killCgroupProcs: the runtime's
+// own before the start, runc's or crun's init, gVisor's sandbox and
+// gofer). c's stdio is closed and c stays not exited (destroy kills and
+// deletes it). The error then wraps ErrShimSilent past startWait, or is
+// the call's (context.Cause(ctx)); any other is the runtime's refusal.
 func (r *runner) startTask(ctx, cctx context.Context, c *container) error {
 	sctx, cancel := context.WithTimeout(cctx, startWait)
 	defer cancel()
@@ -341,6 +370,10 @@ func (r *runner) startTask(ctx, cctx context.Context, c *container) error {
 	if err == nil || sctx.Err() == nil {
 		return err
 	}
+	withdrawn := "its request was withdrawn"
+	if err := os.Remove(c.ctlFile); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		withdrawn = "its request could not be withdrawn: " + err.Error()
+	}
 	for _, d := range r.e.cgroups.dirs(r.e.cfg.Namespace, c.id) {
 		killCgroupProcs(d, "/"+r.e.cfg.Namespace+"/"+c.id)
 	}
@@ -348,7 +381,7 @@ func (r *runner) startTask(ctx, cctx context.Context, c *container) error {
 	if ctx.Err() != nil {
 		return fmt.Errorf("invocation %s: %w", c.id, context.Cause(ctx))
 	}
-	return &shimSilentError{fmt.Sprintf("container %s: its shim did not answer the start within %s (the container was killed; the call's result is lost: retry it)", c.id, startWait)}
+	return &shimSilentError{fmt.Sprintf("container %s: its shim did not answer the start within %s (%s and the container killed; the tool may have started before: retry it)", c.id, startWait, withdrawn)}
 }
 
 // sendWait bounds how long send waits for a started container's init to
@@ -758,7 +791,11 @@ func (r *runner) wait(ctx context.Context, c *container, argv []string, data []b
 		// A start refused because the task had already stopped (or is
 		// gone) ran nothing: the runtime opens the exec FIFO that lets
 		// the init exec the tool only after it checked the init lives.
-		if st, serr := c.task.Status(cctx); errdefs.IsNotFound(err) || errdefs.IsNotFound(serr) || (serr == nil && st.Status == containerd.Stopped) {
+		// Bounded: the shim that refused may stall next (statusWait).
+		stctx, cancel := context.WithTimeout(cctx, statusWait)
+		st, serr := c.task.Status(stctx)
+		cancel()
+		if errdefs.IsNotFound(err) || errdefs.IsNotFound(serr) || (serr == nil && st.Status == containerd.Stopped) {
 			return nil, &notStartedError{err}
 		}
 		return nil, err
