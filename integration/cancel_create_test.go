@@ -50,3 +50,25 @@ func TestCallCanceledDuringCreateLeavesNothing(t *testing.T) {
 		require.Empty(t, ls, "leases of the closed session")
 	})
 }
+
+// TestCallCanceledAfterItsStart (red team of the bounded create): a
+// container made on the call waited for its exit under the call's
+// context, so the call's end delivered a made-up status (gRPC's
+// Canceled, no exit code) that the kill took for the exit: the call
+// returned "waiting for task …: rpc error: code = Canceled", which is
+// not the call's cancel (the daemon answered it as a failed call), and
+// no exit was seen. Now: the call's own error, and the tool is gone.
+func TestCallCanceledAfterItsStart(t *testing.T) {
+	forEachRuntime(t, func(t *testing.T, rt testRuntime) {
+		e := rt.executor(t, func(c *sandbox.Config) { c.ReapCgroup = ""; c.Cold = true })
+		s := newSessionOn(t, e, hiddenRepo(t))
+		run(t, s, "ls")
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		time.AfterFunc(3*time.Second, cancel)
+		start := time.Now()
+		_, err := testutil.ExecWithoutPolicy(ctx, s, []string{"probe", "sleep", "30s"}, nil, nil)
+		require.ErrorIs(t, err, context.Canceled)
+		require.Less(t, time.Since(start), 25*time.Second, "the call waited out its tool")
+	})
+}

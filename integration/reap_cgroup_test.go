@@ -392,7 +392,7 @@ func silentShimAtStart(t *testing.T, rt testRuntime) {
 	took := time.Since(start)
 	t.Logf("the call returned %s after its start: %v", took, err)
 	require.ErrorIs(t, err, sandbox.ErrShimSilent)
-	require.Contains(t, err.Error(), "did not answer the start within 20s (its request was withdrawn and the container killed")
+	require.Contains(t, err.Error(), "did not answer the start within 20s (its request was withdrawn, the container killed where this process sees its cgroups; the shim reported no exit within 15s of the kill either")
 	require.Greater(t, took, 15*time.Second, "the call gave the shim less than the start's bound")
 
 	resume()

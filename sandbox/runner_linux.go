@@ -296,7 +296,10 @@ func (r *runner) create(ctx context.Context) (_ *container, retErr error) {
 		c.shimFD, c.shimPid = shimOf(int(task.Pid()), id)
 	}
 	// Wait before Start, so the exit can never be missed.
-	if c.statusC, err = task.Wait(ctx); err != nil {
+	// Under a context the caller cannot cancel: the caller's end would
+	// deliver a made-up status (gRPC's Canceled, no exit code) taken for
+	// the exit; the wait ends when the task is deleted.
+	if c.statusC, err = task.Wait(context.WithoutCancel(ctx)); err != nil {
 		return nil, e.wrapContainerd("waiting on task "+id, err)
 	}
 	return c, nil
@@ -350,38 +353,55 @@ const statusWait = 5 * time.Second
 
 // startTask starts c's task (its request is in its control file
 // already) within startWait and while the call's ctx lasts; cctx is the
-// context the task's requests use. A start that ended either way may
-// still be carried out by the shim later, and run the tool after its
-// call returned. So first the request is withdrawn (c's control file
-// removed: a corral-init started later finds none and exits 125, having
-// run nothing), which holds whatever the runtime and wherever the
-// supervisor runs; then every process of c's cgroups that this process
-// can tell is the container's is killed (killCgroupProcs: the runtime's
-// own before the start, runc's or crun's init, gVisor's sandbox and
-// gofer). c's stdio is closed and c stays not exited (destroy kills and
-// deletes it). The error then wraps ErrShimSilent past startWait, or is
-// the call's (context.Cause(ctx)); any other is the runtime's refusal.
+// context the task's requests use. A start that failed or ended early may
+// still be carried out by the shim (or by a runtime whose answer was
+// lost), and run the tool after its call returned. So on any error the
+// request is first withdrawn (c's control file removed: a corral-init
+// started later finds none and exits 125, having run nothing), which
+// holds whatever the runtime and wherever the supervisor runs. A start
+// that ended by startWait or the call may have happened all the same
+// (its answer late): every process of c's cgroups that this process can
+// tell is the container's is killed (killCgroupProcs: before the start
+// the runtime's own, runc's or crun's init, gVisor's sandbox and gofer),
+// then the runtime's kill is sent through the shim and the exit awaited
+// (c.killed, within killWait; c is then exited). The error wraps
+// ErrShimSilent past startWait, else it is the call's
+// (context.Cause(ctx)); any other is the runtime's refusal.
 func (r *runner) startTask(ctx, cctx context.Context, c *container) error {
 	sctx, cancel := context.WithTimeout(cctx, startWait)
 	defer cancel()
 	stop := context.AfterFunc(ctx, cancel)
 	defer stop()
 	err := c.task.Start(sctx)
-	if err == nil || sctx.Err() == nil {
-		return err
+	if err == nil {
+		return nil
 	}
 	withdrawn := "its request was withdrawn"
 	if err := os.Remove(c.ctlFile); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		withdrawn = "its request could not be withdrawn: " + err.Error()
 	}
+	if sctx.Err() == nil {
+		return err
+	}
 	for _, d := range r.e.cgroups.dirs(r.e.cfg.Namespace, c.id) {
 		killCgroupProcs(d, "/"+r.e.cfg.Namespace+"/"+c.id)
 	}
-	c.closeIO()
+	st, kerr := c.killed(cctx)
+	if kerr == nil {
+		c.statusC = exited(st)
+		c.exited = true
+	}
 	if ctx.Err() != nil {
+		if kerr != nil {
+			return fmt.Errorf("invocation %s: %w; %w", c.id, context.Cause(ctx), kerr)
+		}
 		return fmt.Errorf("invocation %s: %w", c.id, context.Cause(ctx))
 	}
-	return &shimSilentError{fmt.Sprintf("container %s: its shim did not answer the start within %s (%s and the container killed; the tool may have started before: retry it)", c.id, startWait, withdrawn)}
+	killedMsg := "the container killed and its exit seen"
+	if kerr != nil {
+		killedMsg = fmt.Sprintf("the container killed where this process sees its cgroups; the shim reported no exit within %s of the kill either, so the tool may still run if it had started", killWait)
+	}
+	return &shimSilentError{fmt.Sprintf("container %s: its shim did not answer the start within %s (%s, %s; retry it)", c.id, startWait, withdrawn, killedMsg)}
 }
 
 // sendWait bounds how long send waits for a started container's init to

@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"syscall"
 	"testing"
 	"time"
 
@@ -19,6 +20,9 @@ type hangTask struct{ containerd.Task }
 
 func (hangTask) Start(ctx context.Context) error { <-ctx.Done(); return ctx.Err() }
 func (hangTask) IO() cio.IO                      { return nil }
+func (hangTask) Kill(context.Context, syscall.Signal, ...containerd.KillOpts) error {
+	return nil
+}
 
 // TestStartTaskWithdrawsTheRequest (red team of the bounded start): past
 // its bound startTask killed the processes of the container's cgroups
@@ -46,7 +50,11 @@ func TestStartTaskWithdrawsTheRequest(t *testing.T) {
 	// The call ends (its context) while the start hangs.
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
-	err := r.startTask(ctx, context.Background(), &container{id: "c1", task: hangTask{}, ctlFile: ctl})
+	statusC := make(chan containerd.ExitStatus, 1)
+	statusC <- *containerd.NewExitStatus(137, time.Now(), nil)
+	c := &container{id: "c1", task: hangTask{}, ctlFile: ctl, statusC: statusC}
+	err := r.startTask(ctx, context.Background(), c)
 	require.EqualError(t, err, "invocation c1: context deadline exceeded")
 	require.NoFileExists(t, ctl, "the request is still there for a start the shim carries out later")
+	require.True(t, c.exited, "the exit the runtime's kill brought is the container's")
 }
