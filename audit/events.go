@@ -5,7 +5,9 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // Event is a typed audit event: the payload of one Envelope. Each type is
@@ -56,7 +58,10 @@ type SessionCreated struct {
 
 // Invocation: one command, the policy's decision (Allowed or Refused) and
 // the rule that refused it; for one that ran, its exit code, duration and
-// the limits it hit.
+// the limits it hit; for an allowed one whose call failed instead (the
+// caller went away, containerd or the container's shim stopped
+// answering: the tool may have run in part), Error, the call's error on
+// one line.
 type Invocation struct {
 	Argv       []string `json:"argv"`
 	Decision   string   `json:"decision"`
@@ -64,6 +69,24 @@ type Invocation struct {
 	ExitCode   *int     `json:"exit_code,omitempty"`
 	DurationMS *float64 `json:"duration_ms,omitempty"`
 	LimitsHit  []string `json:"limits_hit,omitempty"`
+	Error      string   `json:"error,omitempty"`
+}
+
+// maxFailedError bounds Failed's Error, in bytes.
+const maxFailedError = 1024
+
+// Failed returns an allowed Invocation whose call failed with err: its
+// first line, at most maxFailedError bytes (cut on a UTF-8 boundary).
+func Failed(argv []string, err error) *Invocation {
+	msg, _, _ := strings.Cut(err.Error(), "\n")
+	if len(msg) > maxFailedError {
+		cut := maxFailedError
+		for cut > 0 && !utf8.RuneStart(msg[cut]) {
+			cut--
+		}
+		msg = msg[:cut] + "…"
+	}
+	return &Invocation{Argv: argv, Decision: Allowed, Error: msg}
 }
 
 // Ran returns an allowed Invocation that ran: exit code, duration and

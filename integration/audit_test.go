@@ -67,3 +67,37 @@ func TestAuditLog(t *testing.T) {
 	require.Equal(t, 2, kinds[audit.TypeRefusal+"/"], "%v", kinds)
 	require.Equal(t, 1, kinds[audit.TypeChangeSet+"/"], "%v", kinds)
 }
+
+// TestFailedCallsAreAudited (red team of the bounded start): an allowed
+// call that failed instead of reaching an exit (its caller gone,
+// containerd or the container's shim silent) left no audit record, though
+// its tool may have run in part. Now it is an allowed invocation with
+// the call's error: a command's and a file tool's.
+func TestFailedCallsAreAudited(t *testing.T) {
+	s := newSession(t, hiddenRepo(t))
+	run(t, s, "ls")
+	s.Idle()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err := s.Exec(ctx, []string{"ls", "-la"}, nil, nil)
+	require.ErrorIs(t, err, context.Canceled)
+	_, err = s.Read(ctx, "README.md", sandbox.ReadOptions{})
+	require.ErrorIs(t, err, context.Canceled)
+
+	recs, err := audit.Read(filepath.Join(testutil.StateDir(t), audit.FileName))
+	require.NoError(t, err)
+	var failed []*audit.Invocation
+	for _, r := range recs {
+		if e, ok := r.Event.(*audit.Invocation); ok && r.Session == s.ID && e.Error != "" {
+			failed = append(failed, e)
+		}
+	}
+	require.Len(t, failed, 2, "a record of each failed call")
+	require.Equal(t, []string{"ls", "-l", "--all"}, failed[0].Argv, "the argv the policy passed, as for a call that ran")
+	require.Equal(t, []string{"read", "README.md"}, failed[1].Argv)
+	for _, e := range failed {
+		require.Equal(t, audit.Allowed, e.Decision)
+		require.Nil(t, e.ExitCode, "no exit was seen")
+		require.Contains(t, e.Error, "context canceled")
+	}
+}

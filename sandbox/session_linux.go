@@ -416,10 +416,20 @@ func (s *Session) Exec(ctx context.Context, argv []string, stdout, stderr io.Wri
 		return nil, s.auditRefusal(ctx, "invocation", argv, err)
 	}
 	res, err := s.execWithoutPolicy(ctx, d.Argv, stdout, stderr)
-	if err == nil {
-		err = s.auditOutcome(ctx, "the command ran", audit.Ran(d.Argv, res.ExitCode, res.Duration, res.LimitsHit))
+	if err != nil {
+		return res, s.auditFailed(ctx, d.Argv, err)
 	}
-	return res, err
+	return res, s.auditOutcome(ctx, "the command ran", audit.Ran(d.Argv, res.ExitCode, res.Duration, res.LimitsHit))
+}
+
+// auditFailed records an allowed invocation whose call failed with err
+// (audit.Failed) and returns err, joined with the audit error when the
+// record could not be written.
+func (s *Session) auditFailed(ctx context.Context, argv []string, err error) error {
+	if aerr := s.exec.audit.For(ctx).Log(s.ID, audit.Failed(argv, err)); aerr != nil {
+		return errors.Join(err, fmt.Errorf("the audit log could not record the failed call: %w", aerr))
+	}
+	return err
 }
 
 // auditRefusal records a refused invocation (argv is what the agent sent)
