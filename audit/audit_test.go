@@ -1,6 +1,7 @@
 package audit
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -8,6 +9,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -144,4 +146,13 @@ func TestClosedLogger(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, l.Close())
 	assert.Error(t, l.Log("s", &Apply{Repo: "/r", DryRun: true}))
+}
+
+func TestFailed(t *testing.T) {
+	inv := Failed([]string{"ls"}, errors.New("invocation x: context canceled\nsecond line"))
+	require.Equal(t, &Invocation{Argv: []string{"ls"}, Decision: Allowed, Error: "invocation x: context canceled"}, inv)
+	long := Failed([]string{"ls"}, errors.New(strings.Repeat("é", maxFailedError)))
+	require.True(t, utf8.ValidString(long.Error), "cut on a rune boundary")
+	require.LessOrEqual(t, len(long.Error), maxFailedError+len("…"))
+	require.True(t, strings.HasSuffix(long.Error, "…"))
 }
