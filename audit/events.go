@@ -58,10 +58,11 @@ type SessionCreated struct {
 
 // Invocation: one command, the policy's decision (Allowed or Refused) and
 // the rule that refused it; for one that ran, its exit code, duration and
-// the limits it hit; for an allowed one whose call failed instead (the
-// caller went away, containerd or the container's shim stopped
-// answering: the tool may have run in part), Error, the call's error on
-// one line.
+// the limits it hit. Error is set for an allowed one whose call failed
+// (its caller went away, containerd or the container's shim stopped
+// answering, its container could not be made): the call's error on one
+// line (Failed); with an exit code too when the tool's exit was seen all
+// the same (Ran, then Failed's Error).
 type Invocation struct {
 	Argv       []string `json:"argv"`
 	Decision   string   `json:"decision"`
@@ -72,19 +73,24 @@ type Invocation struct {
 	Error      string   `json:"error,omitempty"`
 }
 
-// maxFailedError bounds Failed's Error, in bytes.
+// maxFailedError bounds Failed's Error, in bytes, "…" included.
 const maxFailedError = 1024
 
-// Failed returns an allowed Invocation whose call failed with err: its
-// first line, at most maxFailedError bytes (cut on a UTF-8 boundary).
+// Failed returns an allowed Invocation whose call failed with err: Error
+// is err's message folded onto one line (every run of white space, line
+// breaks included, one space), cut at maxFailedError bytes on a UTF-8
+// boundary with "…"; "(no message)" when that leaves nothing.
 func Failed(argv []string, err error) *Invocation {
-	msg, _, _ := strings.Cut(err.Error(), "\n")
+	msg := strings.Join(strings.Fields(err.Error()), " ")
 	if len(msg) > maxFailedError {
-		cut := maxFailedError
+		cut := maxFailedError - len("…")
 		for cut > 0 && !utf8.RuneStart(msg[cut]) {
 			cut--
 		}
 		msg = msg[:cut] + "…"
+	}
+	if msg == "" {
+		msg = "(no message)"
 	}
 	return &Invocation{Argv: argv, Decision: Allowed, Error: msg}
 }

@@ -433,7 +433,7 @@ func (s *Session) stage(data []byte) (string, func(), error) {
 func (s *Session) runHelper(ctx context.Context, op, p string, argv []string, out any) error {
 	res, err := s.call(ctx, initctl.Request{Mode: initctl.FS, Argv: argv}, nil, nil)
 	if err != nil {
-		return s.auditFailed(ctx, []string{op, p}, fmt.Errorf("%s: %w", op, err))
+		return s.auditFailed(ctx, []string{op, p}, res, fmt.Errorf("%s: %w", op, err))
 	}
 	if err := s.auditOutcome(ctx, op+" ran", audit.Ran([]string{op, p}, res.ExitCode, res.Duration, res.LimitsHit)); err != nil {
 		return err

@@ -417,20 +417,42 @@ func (s *Session) Exec(ctx context.Context, argv []string, stdout, stderr io.Wri
 	}
 	res, err := s.execWithoutPolicy(ctx, d.Argv, stdout, stderr)
 	if err != nil {
-		return res, s.auditFailed(ctx, d.Argv, err)
+		return res, s.auditFailed(ctx, d.Argv, res, err)
 	}
 	return res, s.auditOutcome(ctx, "the command ran", audit.Ran(d.Argv, res.ExitCode, res.Duration, res.LimitsHit))
 }
 
 // auditFailed records an allowed invocation whose call failed with err
-// (audit.Failed) and returns err, joined with the audit error when the
-// record could not be written.
-func (s *Session) auditFailed(ctx context.Context, argv []string, err error) error {
-	if aerr := s.exec.audit.For(ctx).Log(s.ID, audit.Failed(argv, err)); aerr != nil {
+// (audit.Failed; with res's exit code, duration and limits when the
+// call has a result all the same) and returns err, joined with the audit
+// error when the record could not be written. A call that ended before
+// it asked for a container (beforeCallError: the session failed closed,
+// closed, not ready) is the session's state, recorded where it arose: no
+// invocation.
+func (s *Session) auditFailed(ctx context.Context, argv []string, res *Result, err error) error {
+	var before *beforeCallError
+	if errors.As(err, &before) {
+		return err
+	}
+	ev := audit.Failed(argv, err)
+	if res != nil {
+		ran := audit.Ran(argv, res.ExitCode, res.Duration, res.LimitsHit)
+		ran.Error = ev.Error
+		ev = ran
+	}
+	if aerr := s.exec.audit.For(ctx).Log(s.ID, ev); aerr != nil {
 		return errors.Join(err, fmt.Errorf("the audit log could not record the failed call: %w", aerr))
 	}
 	return err
 }
+
+// beforeCallError is the error of a call that ended before it asked for a
+// container, for the session's own state (Err, ready, checkRepo); its
+// message and what it wraps are err's.
+type beforeCallError struct{ err error }
+
+func (e *beforeCallError) Error() string { return e.err.Error() }
+func (e *beforeCallError) Unwrap() error { return e.err }
 
 // auditRefusal records a refused invocation (argv is what the agent sent)
 // and returns err, joined with the audit error when the record could not
@@ -474,13 +496,13 @@ func (s *Session) call(ctx context.Context, req initctl.Request, stdout, stderr 
 	s.calls.RLock()
 	defer s.calls.RUnlock()
 	if err := s.Err(); err != nil {
-		return nil, err
+		return nil, &beforeCallError{err}
 	}
 	if err := s.ready(); err != nil {
-		return nil, err
+		return nil, &beforeCallError{err}
 	}
 	if err := s.checkRepo(); err != nil {
-		return nil, err
+		return nil, &beforeCallError{err}
 	}
 	s.store.touch()
 	c := s.pool.take()

@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,6 +13,7 @@ import (
 
 	containerd "github.com/containerd/containerd/v2/client"
 	"github.com/containerd/containerd/v2/pkg/cio"
+	"github.com/corral-sandbox/corral/audit"
 	"github.com/stretchr/testify/require"
 )
 
@@ -57,4 +59,32 @@ func TestStartTaskWithdrawsTheRequest(t *testing.T) {
 	require.EqualError(t, err, "invocation c1: context deadline exceeded")
 	require.NoFileExists(t, ctl, "the request is still there for a start the shim carries out later")
 	require.True(t, c.exited, "the exit the runtime's kill brought is the container's")
+}
+
+// TestAuditFailed (red team of the failed calls' record): a call canceled
+// while its tool ran has its exit all the same (killed, awaited): the
+// record keeps the exit code, duration and limits with the error; a call
+// that ended before it asked for a container (the session failed closed,
+// closed, not ready) is the session's state, recorded where it arose, so
+// it writes no invocation (checkRepo's failure wrote a refusal already).
+func TestAuditFailed(t *testing.T) {
+	state := t.TempDir()
+	l, err := audit.Open(state, "")
+	require.NoError(t, err)
+	s := &Session{ID: "s1", exec: &Executor{audit: l}}
+	ctx := context.Background()
+	canceled := fmt.Errorf("invocation c1: %w", context.Canceled)
+	res := &Result{ExitCode: 137, Duration: 1500 * time.Millisecond, LimitsHit: []string{LimitTimeout}}
+	require.Equal(t, canceled, s.auditFailed(ctx, []string{"ls"}, res, canceled))
+	require.ErrorIs(t, s.auditFailed(ctx, []string{"ls"}, nil, canceled), context.Canceled)
+	before := &beforeCallError{errClosed}
+	require.ErrorIs(t, s.auditFailed(ctx, []string{"ls"}, nil, before), errClosed)
+
+	recs, err := audit.Read(filepath.Join(state, audit.FileName))
+	require.NoError(t, err)
+	require.Len(t, recs, 2, "no record of the call that asked for no container")
+	code, ms := 137, 1500.0
+	require.Equal(t, &audit.Invocation{Argv: []string{"ls"}, Decision: audit.Allowed, ExitCode: &code, DurationMS: &ms,
+		LimitsHit: []string{LimitTimeout}, Error: "invocation c1: context canceled"}, recs[0].Event)
+	require.Equal(t, &audit.Invocation{Argv: []string{"ls"}, Decision: audit.Allowed, Error: "invocation c1: context canceled"}, recs[1].Event)
 }
