@@ -255,6 +255,17 @@ func removeCgroupTree(d string) error {
 	return errors.Join(errs...)
 }
 
+// killProcs is killCgroupProcs over every cgroup of container id of
+// namespace ns (dirs): whether any of them exists, and how many listed
+// processes were still there.
+func (c cgroups) killProcs(ns, id string) (found bool, alive int) {
+	for _, d := range c.dirs(ns, id) {
+		f, a := killCgroupProcs(d, "/"+ns+"/"+id)
+		found, alive = found || f, alive+a
+	}
+	return found, alive
+}
+
 // killCgroupProcs sends SIGKILL to each process listed in the cgroup d
 // (and the cgroups below it) whose /proc/PID/cgroup still names a path
 // at or below leaf (/NS/ID), through a pidfd opened before that check.

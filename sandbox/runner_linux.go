@@ -242,6 +242,12 @@ func (r *runner) create(ctx context.Context) (_ *container, retErr error) {
 		return nil, e.wrapContainerd("creating a lease", err)
 	}
 	ctx, mctx = leases.WithLease(ctx, l.ID), leases.WithLease(mctx, l.ID)
+	callerGone := func() error {
+		if ctx.Err() != nil {
+			return fmt.Errorf("creating container %s: %w", id, context.Cause(ctx))
+		}
+		return nil
+	}
 	c := &container{id: id, lease: l, ctlFile: filepath.Join(r.reqDir(id), filepath.Base(initctl.RequestFile)), created: now, shimFD: -1}
 	defer func() {
 		if retErr != nil {
@@ -260,8 +266,8 @@ func (r *runner) create(ctx context.Context) (_ *container, retErr error) {
 	if err := os.Chmod(r.reqDir(id), 0o755); err != nil {
 		return nil, fmt.Errorf("making the request directory: %w", err)
 	}
-	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("creating container %s: %w", id, context.Cause(ctx))
+	if err := callerGone(); err != nil {
+		return nil, err
 	}
 	cc, err := rt.client.NewContainer(mctx, id,
 		withNewSnapshot(id, rt),
@@ -281,16 +287,16 @@ func (r *runner) create(ctx context.Context) (_ *container, retErr error) {
 	if err := os.MkdirAll(e.fifoDir(), 0o700); err != nil {
 		return nil, err
 	}
-	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("creating container %s: %w", id, context.Cause(ctx))
+	if err := callerGone(); err != nil {
+		return nil, err
 	}
 	task, err := cc.NewTask(mctx, cio.NewCreator(cio.WithStreams(nil, c.out, c.errw), cio.WithFIFODir(e.fifoDir())))
 	if err != nil {
 		return nil, e.wrapContainerd("creating task "+id, err)
 	}
 	c.task = task
-	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("creating container %s: %w", id, context.Cause(ctx))
+	if err := callerGone(); err != nil {
+		return nil, err
 	}
 	if e.cfg.ReapCgroup != "" {
 		c.shimFD, c.shimPid = shimOf(int(task.Pid()), id)
@@ -361,7 +367,7 @@ const statusWait = 5 * time.Second
 // holds whatever the runtime and wherever the supervisor runs. A start
 // that ended by startWait or the call may have happened all the same
 // (its answer late): every process of c's cgroups that this process can
-// tell is the container's is killed (killCgroupProcs: before the start
+// tell is the container's is killed (cgroups.killProcs: before the start
 // the runtime's own, runc's or crun's init, gVisor's sandbox and gofer),
 // then the runtime's kill is sent through the shim and the exit awaited
 // (c.killed, within killWait; c is then exited). The error wraps
@@ -383,9 +389,7 @@ func (r *runner) startTask(ctx, cctx context.Context, c *container) error {
 	if sctx.Err() == nil {
 		return err
 	}
-	for _, d := range r.e.cgroups.dirs(r.e.cfg.Namespace, c.id) {
-		killCgroupProcs(d, "/"+r.e.cfg.Namespace+"/"+c.id)
-	}
+	r.e.cgroups.killProcs(r.e.cfg.Namespace, c.id)
 	st, kerr := c.killed(cctx)
 	if kerr == nil {
 		c.statusC = exited(st)
@@ -775,11 +779,7 @@ func (r *runner) wait(ctx context.Context, c *container, argv []string, data []b
 		// still reports the exit.
 		ran := true
 		if r.e.oci.info.StartAhead {
-			found, alive := false, 0
-			for _, d := range r.e.cgroups.dirs(r.e.cfg.Namespace, c.id) {
-				f, a := killCgroupProcs(d, "/"+r.e.cfg.Namespace+"/"+c.id)
-				found, alive = found || f, alive+a
-			}
+			found, alive := r.e.cgroups.killProcs(r.e.cfg.Namespace, c.id)
 			ran = !found || alive > 0
 		}
 		walked := time.Now() // what ran was seen by now
