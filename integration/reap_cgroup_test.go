@@ -187,25 +187,8 @@ func TestCallDoesNotWaitForASilentShim(t *testing.T) {
 		// No reap cgroup: the destroys after the resume are not starved
 		// by other jobs' deletes at 1/16 share on a loaded host (the
 		// reap cgroup is TestShimsYieldTheCPUWhenDestroyed's).
-		e := rt.executor(t, func(c *sandbox.Config) { c.ReapCgroup = "" })
-		s := newSessionOn(t, e, hiddenRepo(t), withResources(t, profiles.Resources{Timeout: "3s"}))
-		run(t, s, "ls")
-		s.Idle()
-		var ids []string
-		for _, c := range sessionContainers(t, e, s.ID) {
-			ids = append(ids, c.ID())
-		}
-		shims := shimsOf(t, "corral-"+s.ID+"-")
-		require.NotEmpty(t, shims)
-		for _, pid := range shims {
-			require.NoError(t, syscall.Kill(pid, syscall.SIGSTOP))
-		}
-		resume := func() {
-			for _, pid := range shims {
-				_ = syscall.Kill(pid, syscall.SIGCONT)
-			}
-		}
-		t.Cleanup(resume)
+		st := stoppedShims(t, rt)
+		s, ids, shims := st.s, st.ids, st.shims
 
 		start := time.Now()
 		type outcome struct {
@@ -232,13 +215,60 @@ func TestCallDoesNotWaitForASilentShim(t *testing.T) {
 		require.Nil(t, o.res)
 		require.Empty(t, sleepers(), "the tool outlived its call")
 		require.Greater(t, took, 3*time.Second+10*time.Second, "the call gave the shim less than the kill's bound")
-		resume()
-		require.NoError(t, s.Close())
-		require.Empty(t, sessionContainers(t, e, s.ID), "containers of the closed session")
-		for _, id := range ids {
-			require.Empty(t, runtimeLeftovers(t, rt, e.Config().StateDir, id), "what the runtime holds of %s", id)
-		}
+		st.resume()
+		st.closedLeavesNothing(t, rt)
 	})
+}
+
+// shimsStopped is a session (3 s timeout, no reap cgroup) whose
+// containers made ahead (ids) have their shims (pids by container id) stopped with
+// SIGSTOP: a hung or CPU-starved shim. They run again at the test's end
+// at the latest.
+type shimsStopped struct {
+	e      *sandbox.Executor
+	s      *sandbox.Session
+	ids    []string
+	shims  map[string]int // pid by container id
+	resume func()
+}
+
+func stoppedShims(t *testing.T, rt testRuntime) shimsStopped {
+	t.Helper()
+	// No reap cgroup: the destroys after the resume are not starved by
+	// other jobs' deletes at 1/16 share on a loaded host (the reap
+	// cgroup is TestShimsYieldTheCPUWhenDestroyed's).
+	e := rt.executor(t, func(c *sandbox.Config) { c.ReapCgroup = "" })
+	s := newSessionOn(t, e, hiddenRepo(t), withResources(t, profiles.Resources{Timeout: "3s"}))
+	run(t, s, "ls")
+	s.Idle()
+	var ids []string
+	for _, c := range sessionContainers(t, e, s.ID) {
+		ids = append(ids, c.ID())
+	}
+	shims := shimsOf(t, "corral-"+s.ID+"-")
+	require.NotEmpty(t, shims)
+	for _, pid := range shims {
+		require.NoError(t, syscall.Kill(pid, syscall.SIGSTOP))
+	}
+	resume := func() {
+		for _, pid := range shims {
+			_ = syscall.Kill(pid, syscall.SIGCONT)
+		}
+	}
+	t.Cleanup(resume)
+	return shimsStopped{e: e, s: s, ids: ids, shims: shims, resume: resume}
+}
+
+// closedLeavesNothing closes the session (its shims running again) and
+// requires that no container of it, nor anything the runtime held of
+// one, is left.
+func (st shimsStopped) closedLeavesNothing(t *testing.T, rt testRuntime) {
+	t.Helper()
+	require.NoError(t, st.s.Close())
+	require.Empty(t, sessionContainers(t, st.e, st.s.ID), "containers of the closed session")
+	for _, id := range st.ids {
+		require.Empty(t, runtimeLeftovers(t, rt, st.e.Config().StateDir, id), "what the runtime holds of %s", id)
+	}
 }
 
 // sessionContainers lists the containers containerd holds for session
@@ -357,25 +387,8 @@ func removeCgroupDir(t *testing.T, dir string) {
 // sent (the container's processes were killed before the call
 // returned): the write it would make is not in the session's change set.
 func silentShimAtStart(t *testing.T, rt testRuntime) {
-	e := rt.executor(t, func(c *sandbox.Config) { c.ReapCgroup = "" })
-	s := newSessionOn(t, e, hiddenRepo(t), withResources(t, profiles.Resources{Timeout: "3s"}))
-	run(t, s, "ls")
-	s.Idle()
-	var ids []string
-	for _, c := range sessionContainers(t, e, s.ID) {
-		ids = append(ids, c.ID())
-	}
-	shims := shimsOf(t, "corral-"+s.ID+"-")
-	require.NotEmpty(t, shims)
-	for _, pid := range shims {
-		require.NoError(t, syscall.Kill(pid, syscall.SIGSTOP))
-	}
-	resume := func() {
-		for _, pid := range shims {
-			_ = syscall.Kill(pid, syscall.SIGCONT)
-		}
-	}
-	t.Cleanup(resume)
+	st := stoppedShims(t, rt)
+	s := st.s
 
 	start := time.Now()
 	done := make(chan error, 1)
@@ -395,16 +408,12 @@ func silentShimAtStart(t *testing.T, rt testRuntime) {
 	require.Contains(t, err.Error(), "did not answer the start within 20s (its request was withdrawn, the container killed where this process sees its cgroups; the shim reported no exit within 15s of the kill either")
 	require.Greater(t, took, 15*time.Second, "the call gave the shim less than the start's bound")
 
-	resume()
+	st.resume()
 	time.Sleep(3 * time.Second) // the shims carry out what they were sent
 	cs, err := s.Changes()
 	require.NoError(t, err)
 	for _, c := range cs.Changes {
 		require.NotEqual(t, "openwiki/ran.md", c.Path, "the tool ran after its call failed")
 	}
-	require.NoError(t, s.Close())
-	require.Empty(t, sessionContainers(t, e, s.ID), "containers of the closed session")
-	for _, id := range ids {
-		require.Empty(t, runtimeLeftovers(t, rt, e.Config().StateDir, id), "what the runtime holds of %s", id)
-	}
+	st.closedLeavesNothing(t, rt)
 }
