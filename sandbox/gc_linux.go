@@ -462,6 +462,7 @@ func (e *Executor) reap(ctx context.Context, c containerd.Container) error {
 	if errdefs.IsNotFound(err) {
 		task, err = e.settleCreate(ctx, c)
 	}
+	deleted := false // the task, through containerd: its shim daemon exits
 	if err == nil {
 		_ = task.Kill(ctx, syscall.SIGKILL, containerd.WithKillAll)
 		if ch, err := task.Wait(ctx); err == nil {
@@ -473,8 +474,17 @@ func (e *Executor) reap(ctx context.Context, c containerd.Container) error {
 		if _, err := task.Delete(ctx, containerd.WithProcessKill); err != nil && !errdefs.IsNotFound(err) {
 			return fmt.Errorf("deleting task of %s: %w", c.ID(), err)
 		}
+		deleted = true
 	} else if !errdefs.IsNotFound(err) {
 		return fmt.Errorf("getting task of %s: %w", c.ID(), err)
+	}
+	// containerd's own cleanup after the shim (its delete action, the
+	// runtime's delete --force) may still run: the record stays until
+	// it ended, so a gc that gives up finds the container again. A shim
+	// daemon left with no task (a create its client's death aborted) is
+	// sweepOrphanShims's once the record is gone.
+	if err := awaitShimsGone(ctx, e.cfg.Namespace, c.ID(), deleted, shimSettle); err != nil {
+		return err
 	}
 	// What the runtime's delete left of the cgroups (cgroups.remove).
 	cgErr := e.cgroups.remove(e.cfg.Namespace, c.ID(), cgroupSettle)

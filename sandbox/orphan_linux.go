@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -35,13 +36,20 @@ import (
 // record first).
 const createSettle = 30 * time.Second
 
-// shimProc is a containerd shim process serving one container: the runc
-// v2 shim runs as `<shim> -namespace NS -id ID -address ADDR ...` with
-// its bundle (containerd's state dir io.containerd.runtime.v2.task/NS/ID)
-// as working directory.
+// shimProc is a process of a containerd shim binary working on one
+// container: the runc v2 shim's daemon, serving the task, runs as
+// `<shim> -namespace NS -id ID -address ADDR ...` with its bundle
+// (containerd's state dir io.containerd.runtime.v2.task/NS/ID) as working
+// directory; its actions run as the same command line and an action word
+// (containerd's `start` and `delete`, gc's own delete).
 type shimProc struct {
 	pid int
 	id  string
+	// action is "" for the shim daemon; else the action word, a process
+	// that ends by itself once the action is done (`delete`: the
+	// runtime's `delete --force` of the container). Only a daemon is
+	// ever killed.
+	action string
 	// exe is the shim binary the process runs, a path this process
 	// resolved itself (shimBinaryOf); "" when the process runs no
 	// containerd-shim-* binary of the system's directories: then it is
@@ -50,8 +58,9 @@ type shimProc struct {
 	bundle string // the working directory
 }
 
-// findShims returns the shims of namespace ns serving containers named
-// corral-*, by container id, from /proc (shimAt).
+// findShims returns the shim processes (daemons and actions) of namespace
+// ns working on containers named corral-*, by container id, from /proc
+// (shimAt).
 func findShims(ns string) map[string][]shimProc {
 	out := map[string][]shimProc{}
 	procs, _ := filepath.Glob("/proc/[0-9]*")
@@ -64,11 +73,11 @@ func findShims(ns string) map[string][]shimProc {
 }
 
 // shimAt reports whether the process of procDir (/proc/PID) is a shim
-// of namespace ns serving a corral container: a root process whose
-// command line is a shim daemon's (argv0 containerd-shim-*, then the
-// shim's flags only, parseShimArgs, with -namespace ns and -id a corral
-// container id); exe and bundle are filled only when the process is in
-// the node's mount namespace (inNodeMountNS).
+// process of namespace ns working on a corral container: a root process
+// whose command line is a shim's (argv0 containerd-shim-*, then the
+// shim's flags and at most an action, parseShimArgs, with -namespace ns
+// and -id a corral container id); exe and bundle are filled only when the
+// process is in the node's mount namespace (inNodeMountNS).
 func shimAt(procDir, ns string) (shimProc, bool) {
 	// A bounded read (any user may start many processes with huge
 	// command lines naming a shim), then root's processes only: a shim
@@ -83,7 +92,7 @@ func shimAt(procDir, ns string) (shimProc, bool) {
 	}
 	var sp shimProc
 	var procNS string
-	procNS, sp.id, err = parseShimArgs(args[1:])
+	procNS, sp.id, sp.action, err = parseShimArgs(args[1:])
 	if err != nil || procNS != ns || !isContainerID(sp.id) {
 		return shimProc{}, false
 	}
@@ -103,12 +112,13 @@ func shimAt(procDir, ns string) (shimProc, bool) {
 // parseShimArgs parses a shim's arguments (its command line after argv0)
 // as the shim's own flag set does (containerd's runtime/v2/shim: -debug,
 // -v and -info take no value; -namespace, -id, -address, -socket,
-// -bundle and -publish-binary do) and returns its namespace and id. It
-// fails on a flag the set lacks (fail closed) and on an action (a
-// positional argument): containerd's `start` and `delete` and gc's own
-// delete (removeOrphan) run the shim binary as root with the same flags
-// and an action; only the daemon serving a task has none.
-func parseShimArgs(args []string) (ns, id string, err error) {
+// -bundle and -publish-binary do) and returns its namespace, id and
+// action: the one positional argument, "" for none. containerd's `start`
+// and `delete` and gc's own delete (removeOrphan) run the shim binary as
+// root with the same flags and an action; only the daemon serving a task
+// has none. It fails on a flag the set lacks (fail closed) and on more
+// than one positional argument.
+func parseShimArgs(args []string) (ns, id, action string, err error) {
 	set := flag.NewFlagSet("containerd-shim", flag.ContinueOnError)
 	set.SetOutput(io.Discard)
 	for _, name := range []string{"debug", "v", "info"} {
@@ -119,12 +129,12 @@ func parseShimArgs(args []string) (ns, id string, err error) {
 	}
 	nsFlag, idFlag := set.String("namespace", "", ""), set.String("id", "", "")
 	if err := set.Parse(args); err != nil {
-		return "", "", err
+		return "", "", "", err
 	}
-	if set.NArg() != 0 {
-		return "", "", fmt.Errorf("a shim action (%q), not a shim daemon", set.Arg(0))
+	if set.NArg() > 1 {
+		return "", "", "", fmt.Errorf("more than one positional argument (%q): no shim's command line", set.Args())
 	}
-	return *nsFlag, *idFlag, nil
+	return *nsFlag, *idFlag, set.Arg(0), nil
 }
 
 // errNotTheShim is wrapped by openShim's error when the process
@@ -132,9 +142,9 @@ func parseShimArgs(args []string) (ns, id string, err error) {
 // is left to kill.
 var errNotTheShim = errors.New("no longer the shim found")
 
-// openShim returns a pidfd (pidfd_open(2)) of the process findShims
+// openShim returns a pidfd (pidfd_open(2)) of the shim daemon findShims
 // found as sp. Its error wraps errNotTheShim when pid sp.pid no longer
-// names that shim: it exited, and the pid may have gone to any other
+// names that daemon (an action never is one): it exited, and the pid may have gone to any other
 // process since. The pidfd is opened first, shimAt checks the process
 // again through /proc/PID, and then the pidfd must still name a live
 // process (pidfd_send_signal(2) with signal 0): a live process holds its
@@ -164,7 +174,7 @@ func openShim(sp shimProc, ns string) (int, error) {
 		return fail(fmt.Errorf("/proc is not of this process's PID namespace (the pidfd's pid is %d)", pid))
 	}
 	again, ok := shimAt("/proc/"+strconv.Itoa(sp.pid), ns)
-	if !ok || again.id != sp.id || again.exe != sp.exe {
+	if !ok || again.id != sp.id || again.exe != sp.exe || again.action != "" {
 		return fail(errNotTheShim)
 	}
 	if err := unix.PidfdSendSignal(fd, 0, nil, 0); err != nil {
@@ -291,9 +301,10 @@ func shimBinaryOf(procDir string) string {
 
 // settleCreate waits, for a container of a dead owner that has no task,
 // until a task create the owner left in flight has ended: the task
-// appeared (returned), or no shim serves the container and the record is
-// older than a shim start takes. Bounded by createSettle from the
-// record's creation.
+// appeared (returned), or no shim process works on the container (its
+// daemon, or containerd's cleanup of a create that failed: the shim's
+// delete action) and the record is older than a shim start takes.
+// Bounded by createSettle from the record's creation.
 func (e *Executor) settleCreate(ctx context.Context, c containerd.Container) (containerd.Task, error) {
 	info, err := c.Info(ctx, containerd.WithoutRefreshedMetadata)
 	if err != nil {
@@ -305,11 +316,7 @@ func (e *Executor) settleCreate(ctx context.Context, c containerd.Container) (co
 		if err == nil || !errdefs.IsNotFound(err) {
 			return task, err
 		}
-		// Only a process running a shim binary holds the wait open
-		// (shimBinaryOf): one naming itself a shim would hold it
-		// createSettle.
-		shims := slices.DeleteFunc(findShims(e.cfg.Namespace)[c.ID()], func(sp shimProc) bool { return sp.exe == "" })
-		if len(shims) == 0 && time.Since(info.CreatedAt) > 5*time.Second {
+		if len(shimBinaryProcs(e.cfg.Namespace, c.ID())) == 0 && time.Since(info.CreatedAt) > 5*time.Second {
 			return nil, err
 		}
 		if time.Now().After(deadline) {
@@ -342,7 +349,11 @@ func (e *Executor) settleCreate(ctx context.Context, c containerd.Container) (co
 func (e *Executor) sweepOrphanShims(ctx context.Context) ([]string, error) {
 	var removed []string
 	var errs []error
-	for id, shims := range findShims(e.cfg.Namespace) {
+	for id, procs := range findShims(e.cfg.Namespace) {
+		shims := slices.DeleteFunc(procs, func(sp shimProc) bool { return sp.action != "" })
+		if len(shims) == 0 {
+			continue // actions only (containerd's cleanup): they end by themselves
+		}
 		if _, err := e.client.LoadContainer(ctx, id); err == nil || !errdefs.IsNotFound(err) {
 			continue
 		}
@@ -365,10 +376,12 @@ func (e *Executor) sweepOrphanShims(ctx context.Context) ([]string, error) {
 	return removed, errors.Join(errs...)
 }
 
-// removeOrphan removes the task of container id, served by shims, whose
-// record is gone; spec is its bundle's, nil when the bundle is gone (then
-// the shims are only killed: nothing is left for containerd or the
-// shim's delete to work on).
+// removeOrphan removes the task of container id, served by shims (shim
+// daemons), whose record is gone; spec is its bundle's, nil when the
+// bundle is gone (then the shims are only killed: nothing is left for
+// containerd or the shim's delete to work on). The bundle goes once no
+// shim process works on id any more (awaitShimsGone): containerd cleans
+// up after a shim it held that died, in the bundle.
 func (e *Executor) removeOrphan(ctx context.Context, id string, shims []shimProc, spec *specs.Spec) error {
 	shimDeleteDone := spec == nil
 	if spec == nil {
@@ -414,6 +427,9 @@ func (e *Executor) removeOrphan(ctx context.Context, id string, shims []shimProc
 		// A shim that may still run keeps its bundle: the next sweep
 		// finds it as it is now.
 		return fmt.Errorf("killing the orphan's shim: %w", errors.Join(killErrs...))
+	}
+	if err := awaitShimsGone(ctx, e.cfg.Namespace, id, true, shimSettle); err != nil {
+		return err
 	}
 	for _, sp := range shims {
 		if sp.bundle != "" && filepath.Base(sp.bundle) == id && filepath.Base(filepath.Dir(sp.bundle)) == e.cfg.Namespace {
@@ -500,6 +516,52 @@ func (e *Executor) recreateRecord(ctx context.Context, id string, spec *specs.Sp
 		return nil, err
 	}
 	return e.client.LoadContainer(ctx, id)
+}
+
+// shimSettle bounds how long gc waits, after it deleted a task or killed
+// an orphan's shim, for the shim processes still working on the
+// container (awaitShimsGone): containerd runs the shim's delete action
+// whenever a shim it held exits (containerd 1.6's cleanup after a
+// disconnected shim, bounded there by io.containerd.timeout.shim.cleanup,
+// 5 s by default), also after a create its client's death aborted, and
+// that action runs the runtime's `delete --force`, which under runsc
+// stops a sandbox: the runtime's state of the container is gone only
+// when it ended. A variable for tests.
+var shimSettle = 20 * time.Second
+
+// shimBinaryProcs returns the processes running a shim binary of the
+// system's (shimBinaryOf) that work on container id of namespace ns, its
+// daemon and actions (findShims); a process merely naming itself a shim
+// is left out, so it holds no wait.
+func shimBinaryProcs(ns, id string) []shimProc {
+	return slices.DeleteFunc(findShims(ns)[id], func(sp shimProc) bool { return sp.exe == "" })
+}
+
+// awaitShimsGone waits until no process of a shim binary works on
+// container id of namespace ns (shimBinaryProcs), at most d: no action,
+// and no daemon either when daemons is set (a daemon whose task is gone
+// is sweepOrphanShims's). Its error names the processes still there, or
+// is ctx's.
+func awaitShimsGone(ctx context.Context, ns, id string, daemons bool, d time.Duration) error {
+	deadline := time.Now().Add(d)
+	for {
+		procs := slices.DeleteFunc(shimBinaryProcs(ns, id), func(sp shimProc) bool { return sp.action == "" && !daemons })
+		if len(procs) == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			var names []string
+			for _, sp := range procs {
+				names = append(names, fmt.Sprintf("%d (%s)", sp.pid, cmp.Or(sp.action, "daemon")))
+			}
+			return fmt.Errorf("shim processes of %s still run %s after its removal: %s", id, d, strings.Join(names, ", "))
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 }
 
 // waitExit waits until the process of pidfd has exited (the pidfd

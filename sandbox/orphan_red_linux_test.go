@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -94,20 +95,30 @@ func testBinaryCopy(t *testing.T, name string) string {
 // binary or the binary itself.
 func startShimFrom(t *testing.T, bin, ns, id, dir string, attr *syscall.SysProcAttr, extra ...string) (int, <-chan struct{}) {
 	t.Helper()
+	return startShimFor(t, time.Minute, bin, ns, id, dir, attr, extra...)
+}
+
+// startShimFor is startShimFrom with a process that sleeps d, then exits.
+func startShimFor(t *testing.T, d time.Duration, bin, ns, id, dir string, attr *syscall.SysProcAttr, extra ...string) (int, <-chan struct{}) {
+	t.Helper()
 	attr.Setpgid = true
 	args := append([]string{"containerd-shim-redgc", "-namespace", ns, "-id", id, "-address", "/run/redgc.sock"}, extra...)
-	cmd := &exec.Cmd{Path: bin, Args: args, Dir: dir, SysProcAttr: attr, Env: []string{shimSleepEnv + "=1"}}
+	cmd := &exec.Cmd{Path: bin, Args: args, Dir: dir, SysProcAttr: attr, Env: []string{shimSleepEnv + "=" + d.String()}}
 	require.NoError(t, cmd.Start())
 	return cmd.Process.Pid, waitInBackground(t, cmd)
 }
 
-// shimSleepEnv makes this test binary sleep for a minute instead of
-// running tests (TestMain): the fake shims' program.
+// shimSleepEnv makes this test binary sleep for its value (a Go
+// duration) instead of running tests (TestMain): the fake shims' program.
 const shimSleepEnv = "CORRAL_TEST_SHIM_SLEEP"
 
 func TestMain(m *testing.M) {
-	if os.Getenv(shimSleepEnv) != "" {
-		time.Sleep(time.Minute)
+	if v := os.Getenv(shimSleepEnv); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			os.Exit(2)
+		}
+		time.Sleep(d)
 		os.Exit(0)
 	}
 	os.Exit(m.Run())
@@ -150,18 +161,22 @@ func TestShimActionsAreNoShims(t *testing.T) {
 		return len(got[daemon]) == 1
 	}, 5*time.Second, 20*time.Millisecond, "a shim daemon's command line")
 	require.Equal(t, bin, got[daemon][0].exe, "the fake shim binary is trusted, as a system one would be")
-	require.NotContains(t, got, action, "a shim action's process (trailing \"delete\") is no shim daemon")
+	require.Empty(t, got[daemon][0].action)
+	require.Len(t, got[action], 1)
+	require.Equal(t, "delete", got[action][0].action, "a shim action's process (trailing \"delete\") is no shim daemon")
 	require.NotContains(t, got, unknown, "a flag no shim has")
 
 	// Even given the action's process as the shim found (its pid went
-	// to it), removeOrphan leaves it running.
+	// to it), removeOrphan leaves it running, and says that it runs.
 	e := &Executor{cfg: Config{Namespace: ns, StateDir: t.TempDir()}, oci: &ociRuntime{}}
+	shortShimSettle(t)
 	var pid int
 	for _, p := range procsNamed(t, action) {
 		pid = p
 	}
 	require.NotZero(t, pid)
-	require.NoError(t, e.removeOrphan(t.Context(), action, []shimProc{{pid: pid, id: action, exe: bin}}, nil))
+	err := e.removeOrphan(t.Context(), action, []shimProc{{pid: pid, id: action, exe: bin}}, nil)
+	require.EqualError(t, err, fmt.Sprintf("shim processes of %s still run %s after its removal: %d (delete)", action, shimSettle, pid))
 	select {
 	case <-actionDone:
 		t.Fatal("gc killed a running shim action as an orphan shim")
@@ -227,25 +242,27 @@ func TestOrphanKillFailureIsNoRemoval(t *testing.T) {
 
 func TestParseShimArgs(t *testing.T) {
 	for _, tc := range []struct {
-		args    []string
-		ns, id  string
-		wantErr string
+		args           []string
+		ns, id, action string
+		wantErr        string
 	}{
-		{[]string{"-namespace", "n", "-id", "corral-x", "-address", "/run/c.sock"}, "n", "corral-x", ""},
-		{[]string{"-namespace=n", "--id", "i", "-debug", "-publish-binary", "/usr/bin/containerd", "-socket", "s", "-bundle", "b"}, "n", "i", ""},
-		{[]string{"-namespace", "n", "-id", "i", "delete"}, "", "", `a shim action ("delete")`},
-		{[]string{"-namespace", "n", "-id", "i", "start"}, "", "", `a shim action ("start")`},
-		{[]string{"-c", "script", "-namespace", "n", "-id", "i"}, "", "", "flag provided but not defined: -c"},
-		{[]string{"-namespace"}, "", "", "flag needs an argument"},
-		{[]string{"-h"}, "", "", "help requested"},
+		{[]string{"-namespace", "n", "-id", "corral-x", "-address", "/run/c.sock"}, "n", "corral-x", "", ""},
+		{[]string{"-namespace=n", "--id", "i", "-debug", "-publish-binary", "/usr/bin/containerd", "-socket", "s", "-bundle", "b"}, "n", "i", "", ""},
+		{[]string{"-namespace", "n", "-id", "i", "delete"}, "n", "i", "delete", ""},
+		{[]string{"-namespace", "n", "-id", "i", "-publish-binary", "/usr/bin/containerd", "-bundle", "b", "delete"}, "n", "i", "delete", ""},
+		{[]string{"-namespace", "n", "-id", "i", "start"}, "n", "i", "start", ""},
+		{[]string{"-namespace", "n", "-id", "i", "delete", "now"}, "", "", "", "more than one positional argument"},
+		{[]string{"-c", "script", "-namespace", "n", "-id", "i"}, "", "", "", "flag provided but not defined: -c"},
+		{[]string{"-namespace"}, "", "", "", "flag needs an argument"},
+		{[]string{"-h"}, "", "", "", "help requested"},
 	} {
-		ns, id, err := parseShimArgs(tc.args)
+		ns, id, action, err := parseShimArgs(tc.args)
 		if tc.wantErr != "" {
 			require.ErrorContains(t, err, tc.wantErr, "%q", tc.args)
 			continue
 		}
 		require.NoError(t, err, "%q", tc.args)
-		require.Equal(t, []string{tc.ns, tc.id}, []string{ns, id})
+		require.Equal(t, []string{tc.ns, tc.id, tc.action}, []string{ns, id, action})
 	}
 }
 
@@ -298,4 +315,62 @@ func TestOrphanKillSparesAReusedPid(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("the shim found is still running after removeOrphan")
 	}
+}
+
+// shortShimSettle makes awaitShimsGone's bound 300 ms for the test.
+func shortShimSettle(t *testing.T) {
+	old := shimSettle
+	shimSettle = 300 * time.Millisecond
+	t.Cleanup(func() { shimSettle = old })
+}
+
+// TestRemoveOrphanAwaitsShimActions: containerd runs the shim's delete
+// action (the runtime's `delete --force`) whenever a shim it held exits,
+// one gc killed and one whose create its dead client aborted included.
+// gc returned while that ran, reporting the container removed with
+// runsc's state of it still there (TestGCAfterSupervisorKill under runsc
+// failed on it). removeOrphan (and reap, on the same wait) now returns
+// once no shim process works on the container any more; the bundle the
+// action works in stays until then.
+func TestRemoveOrphanAwaitsShimActions(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root, as gc")
+	}
+	bin := fakeShimBinary(t)
+	ns := "redgc-" + strconv.Itoa(os.Getpid())
+	id := "corral-0000000000b0-1"
+	bundle := t.TempDir()
+	daemonPid, daemonDone := startShimFrom(t, bin, ns, id, bundle, &syscall.SysProcAttr{})
+	_, actionDone := startShimFor(t, 1500*time.Millisecond, bin, ns, id, bundle, &syscall.SysProcAttr{}, "-publish-binary", "/usr/bin/containerd", "delete")
+	var daemon []shimProc
+	require.Eventually(t, func() bool {
+		daemon = slices.DeleteFunc(findShims(ns)[id], func(sp shimProc) bool { return sp.action != "" })
+		return len(findShims(ns)[id]) == 2
+	}, 5*time.Second, 20*time.Millisecond)
+	require.Len(t, daemon, 1)
+	require.Equal(t, daemonPid, daemon[0].pid)
+
+	e := &Executor{cfg: Config{Namespace: ns, StateDir: t.TempDir()}, oci: &ociRuntime{}}
+	require.NoError(t, e.removeOrphan(t.Context(), id, daemon, nil))
+	select {
+	case <-actionDone:
+	default:
+		t.Fatal("removeOrphan returned while the shim's delete action still ran")
+	}
+	select {
+	case <-daemonDone:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the orphan's shim daemon still runs")
+	}
+	require.Empty(t, findShims(ns)[id])
+
+	// An action that does not end within shimSettle: an error naming
+	// it, the bundle kept.
+	shortShimSettle(t)
+	id = "corral-0000000000b1-1"
+	pid, _ := startShimFor(t, time.Minute, bin, ns, id, bundle, &syscall.SysProcAttr{}, "delete")
+	require.Eventually(t, func() bool { return len(findShims(ns)[id]) == 1 }, 5*time.Second, 20*time.Millisecond)
+	err := e.removeOrphan(t.Context(), id, nil, nil)
+	require.EqualError(t, err, fmt.Sprintf("shim processes of %s still run 300ms after its removal: %d (delete)", id, pid))
+	require.DirExists(t, bundle)
 }
