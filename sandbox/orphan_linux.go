@@ -445,10 +445,32 @@ func (e *Executor) removeOrphan(ctx context.Context, id string, shims []shimProc
 	if cgErr != nil {
 		return cgErr
 	}
-	if _, err := os.Stat(filepath.Join(e.oci.root, e.cfg.Namespace, id)); err == nil && e.oci.root != "" {
-		return fmt.Errorf("the runtime's state %s is left", filepath.Join(e.oci.root, e.cfg.Namespace, id))
+	if left := runtimeState(e.oci.root, e.cfg.Namespace, id); len(left) > 0 {
+		return fmt.Errorf("the runtime's state %s is left", strings.Join(left, ", "))
 	}
 	return nil
+}
+
+// runtimeState returns the paths of the runtime's state of container id
+// under root (the runc v2 shim's state root, ociRuntime.root; nothing
+// when it is ""), namespace ns: runc's and crun's directory root/ns/id,
+// runsc's files root/ns/<sandbox id>_sandbox:<id>.state and .lock.
+func runtimeState(root, ns, id string) []string {
+	if root == "" {
+		return nil
+	}
+	var left []string
+	dir := filepath.Join(root, ns)
+	if _, err := os.Lstat(filepath.Join(dir, id)); err == nil {
+		left = append(left, filepath.Join(dir, id))
+	}
+	entries, _ := os.ReadDir(dir)
+	for _, d := range entries {
+		if strings.HasSuffix(d.Name(), "_sandbox:"+id+".state") || strings.HasSuffix(d.Name(), "_sandbox:"+id+".lock") {
+			left = append(left, filepath.Join(dir, d.Name()))
+		}
+	}
+	return left
 }
 
 // bundleSpec reads the OCI spec of a task's bundle (its config.json,

@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"os"
 	"path/filepath"
 	"testing"
 
@@ -32,4 +33,17 @@ func TestBundleGone(t *testing.T) {
 	require.True(t, bundleGone(dir+" (deleted)"), "/proc/PID/cwd of a removed directory")
 	require.True(t, bundleGone(filepath.Join(dir, "missing")))
 	require.True(t, bundleGone(""))
+}
+
+func TestRuntimeState(t *testing.T) {
+	root := t.TempDir()
+	dir := filepath.Join(root, "ns")
+	require.NoError(t, os.MkdirAll(filepath.Join(dir, "corral-a-1"), 0o700))
+	for _, f := range []string{"corral-b-2_sandbox:corral-b-2.state", "corral-b-2_sandbox:corral-b-2.lock", "corral-b-2_sandbox:corral-b-22.state"} {
+		require.NoError(t, os.WriteFile(filepath.Join(dir, f), nil, 0o600))
+	}
+	require.Equal(t, []string{filepath.Join(dir, "corral-a-1")}, runtimeState(root, "ns", "corral-a-1"))
+	require.ElementsMatch(t, []string{filepath.Join(dir, "corral-b-2_sandbox:corral-b-2.state"), filepath.Join(dir, "corral-b-2_sandbox:corral-b-2.lock")}, runtimeState(root, "ns", "corral-b-2"))
+	require.Empty(t, runtimeState(root, "ns", "corral-c-3"))
+	require.Empty(t, runtimeState("", "ns", "corral-a-1"))
 }
