@@ -479,11 +479,12 @@ func (e *Executor) reap(ctx context.Context, c containerd.Container) error {
 		return fmt.Errorf("getting task of %s: %w", c.ID(), err)
 	}
 	// containerd's own cleanup after the shim (its delete action, the
-	// runtime's delete --force) may still run: the record stays until
-	// it ended, so a gc that gives up finds the container again. A shim
-	// daemon left with no task (a create its client's death aborted) is
-	// sweepOrphanShims's once the record is gone.
-	if err := awaitShimsGone(ctx, e.cfg.Namespace, c.ID(), deleted, shimSettle); err != nil {
+	// runtime's delete --force) may still run when there was no task to
+	// delete (a create its client's death aborted; containerd's task
+	// Delete returns after it): the record stays until it ended, so a
+	// gc that gives up finds the container again. A shim daemon left
+	// with no task is sweepOrphanShims's once the record is gone.
+	if err := awaitShimsGone(ctx, e.cfg.Namespace, c.ID(), deleted, 0, shimSettle); err != nil {
 		return err
 	}
 	// What the runtime's delete left of the cgroups (cgroups.remove).

@@ -380,8 +380,9 @@ func (e *Executor) sweepOrphanShims(ctx context.Context) ([]string, error) {
 // daemons), whose record is gone; spec is its bundle's, nil when the
 // bundle is gone (then the shims are only killed: nothing is left for
 // containerd or the shim's delete to work on). The bundle goes once no
-// shim process works on id any more (awaitShimsGone): containerd cleans
-// up after a shim it held that died, in the bundle.
+// shim process has worked on id for shimQuiet (awaitShimsGone):
+// containerd cleans up after a shim it held that died, in the bundle,
+// and starts that cleanup only after it saw the shim's connection close.
 func (e *Executor) removeOrphan(ctx context.Context, id string, shims []shimProc, spec *specs.Spec) error {
 	shimDeleteDone := spec == nil
 	if spec == nil {
@@ -405,10 +406,14 @@ func (e *Executor) removeOrphan(ctx context.Context, id string, shims []shimProc
 			// working directory and the shim's own flags.
 			// The flags are corral's own: the process's could turn the
 			// action into another one.
+			// Bounded by shimSettle: a runtime stuck on its lock
+			// holds no gc.
 			args := []string{"-namespace", e.cfg.Namespace, "-id", id, "-address", e.cfg.Address, "delete"}
-			cmd := exec.CommandContext(ctx, sp.exe, args...)
-			cmd.Dir = sp.bundle
+			actx, cancel := context.WithTimeout(ctx, shimSettle)
+			cmd := exec.CommandContext(actx, sp.exe, args...)
+			cmd.Dir, cmd.WaitDelay = sp.bundle, time.Second
 			_ = cmd.Run()
+			cancel()
 		}
 		// The shim delete above ends most shims; one that is still the
 		// shim found is killed through a pidfd, so a pid that went to
@@ -428,7 +433,7 @@ func (e *Executor) removeOrphan(ctx context.Context, id string, shims []shimProc
 		// finds it as it is now.
 		return fmt.Errorf("killing the orphan's shim: %w", errors.Join(killErrs...))
 	}
-	if err := awaitShimsGone(ctx, e.cfg.Namespace, id, true, shimSettle); err != nil {
+	if err := awaitShimsGone(ctx, e.cfg.Namespace, id, true, shimQuiet, shimSettle); err != nil {
 		return err
 	}
 	for _, sp := range shims {
@@ -540,16 +545,24 @@ func (e *Executor) recreateRecord(ctx context.Context, id string, spec *specs.Sp
 	return e.client.LoadContainer(ctx, id)
 }
 
-// shimSettle bounds how long gc waits, after it deleted a task or killed
-// an orphan's shim, for the shim processes still working on the
-// container (awaitShimsGone): containerd runs the shim's delete action
-// whenever a shim it held exits (containerd 1.6's cleanup after a
-// disconnected shim, bounded there by io.containerd.timeout.shim.cleanup,
-// 5 s by default), also after a create its client's death aborted, and
-// that action runs the runtime's `delete --force`, which under runsc
-// stops a sandbox: the runtime's state of the container is gone only
-// when it ended. A variable for tests.
+// shimSettle bounds how long gc waits for the shim processes still
+// working on a container it reaps or on an orphan whose shim it ended
+// (awaitShimsGone), and gc's own run of a shim's delete action:
+// containerd runs the shim's delete action whenever a shim it held exits
+// (containerd 1.6's cleanup after a disconnected shim, bounded there by
+// io.containerd.timeout.shim.cleanup, 5 s by default; a task Delete
+// through containerd returns after it), a create its client's death
+// aborted and a shim gc killed included, and that action runs the
+// runtime's `delete --force`, which under runsc stops a sandbox: the
+// runtime's state of the container is gone only when it ended. A
+// variable for tests.
 var shimSettle = 20 * time.Second
+
+// shimQuiet is how long no shim process may work on an orphan whose
+// shim gc ended before removeOrphan takes the cleanup as done:
+// containerd starts its delete action only after it saw the shim's
+// connection close, a fork and exec later (milliseconds).
+const shimQuiet = time.Second
 
 // shimBinaryProcs returns the processes running a shim binary of the
 // system's (shimBinaryOf) that work on container id of namespace ns, its
@@ -559,24 +572,31 @@ func shimBinaryProcs(ns, id string) []shimProc {
 	return slices.DeleteFunc(findShims(ns)[id], func(sp shimProc) bool { return sp.exe == "" })
 }
 
-// awaitShimsGone waits until no process of a shim binary works on
-// container id of namespace ns (shimBinaryProcs), at most d: no action,
-// and no daemon either when daemons is set (a daemon whose task is gone
-// is sweepOrphanShims's). Its error names the processes still there, or
-// is ctx's.
-func awaitShimsGone(ctx context.Context, ns, id string, daemons bool, d time.Duration) error {
+// awaitShimsGone waits until no process of a shim binary has worked on
+// container id of namespace ns (shimBinaryProcs) for quiet (0: one scan
+// that finds none), at most d: no action, and no daemon either when
+// daemons is set (a daemon whose task is gone is sweepOrphanShims's).
+// Its error names the processes still there, or is ctx's.
+func awaitShimsGone(ctx context.Context, ns, id string, daemons bool, quiet, d time.Duration) error {
 	deadline := time.Now().Add(d)
+	var none time.Time // since when the scans found none
 	for {
 		procs := slices.DeleteFunc(shimBinaryProcs(ns, id), func(sp shimProc) bool { return sp.action == "" && !daemons })
-		if len(procs) == 0 {
+		switch {
+		case len(procs) > 0:
+			none = time.Time{}
+		case none.IsZero():
+			none = time.Now()
+		}
+		if len(procs) == 0 && time.Since(none) >= quiet {
 			return nil
 		}
-		if time.Now().After(deadline) {
+		if len(procs) > 0 && time.Now().After(deadline) {
 			var names []string
 			for _, sp := range procs {
 				names = append(names, fmt.Sprintf("%d (%s)", sp.pid, cmp.Or(sp.action, "daemon")))
 			}
-			return fmt.Errorf("shim processes of %s still run %s after its removal: %s", id, d, strings.Join(names, ", "))
+			return fmt.Errorf("shim processes of %s still run after gc waited %s for them: %s", id, d, strings.Join(names, ", "))
 		}
 		select {
 		case <-ctx.Done():

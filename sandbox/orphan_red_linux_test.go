@@ -176,7 +176,7 @@ func TestShimActionsAreNoShims(t *testing.T) {
 	}
 	require.NotZero(t, pid)
 	err := e.removeOrphan(t.Context(), action, []shimProc{{pid: pid, id: action, exe: bin}}, nil)
-	require.EqualError(t, err, fmt.Sprintf("shim processes of %s still run %s after its removal: %d (delete)", action, shimSettle, pid))
+	require.EqualError(t, err, fmt.Sprintf("shim processes of %s still run after gc waited %s for them: %d (delete)", action, shimSettle, pid))
 	select {
 	case <-actionDone:
 		t.Fatal("gc killed a running shim action as an orphan shim")
@@ -371,6 +371,42 @@ func TestRemoveOrphanAwaitsShimActions(t *testing.T) {
 	pid, _ := startShimFor(t, time.Minute, bin, ns, id, bundle, &syscall.SysProcAttr{}, "delete")
 	require.Eventually(t, func() bool { return len(findShims(ns)[id]) == 1 }, 5*time.Second, 20*time.Millisecond)
 	err := e.removeOrphan(t.Context(), id, nil, nil)
-	require.EqualError(t, err, fmt.Sprintf("shim processes of %s still run 300ms after its removal: %d (delete)", id, pid))
+	require.EqualError(t, err, fmt.Sprintf("shim processes of %s still run after gc waited 300ms for them: %d (delete)", id, pid))
 	require.DirExists(t, bundle)
+}
+
+// TestRemoveOrphanAwaitsALateShimAction (red team of the wait above):
+// containerd starts its delete action only once it saw the connection of
+// the shim gc killed close, a fork and exec later; one scan of /proc
+// right after the kill found nothing, and removeOrphan returned while
+// the action ran (15 runs of 15). It now returns once no shim process
+// worked on the container for shimQuiet.
+func TestRemoveOrphanAwaitsALateShimAction(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root, as gc")
+	}
+	bin := fakeShimBinary(t)
+	ns := "redgc-" + strconv.Itoa(os.Getpid())
+	for i, delay := range []time.Duration{0, 3 * time.Millisecond, 100 * time.Millisecond} {
+		id := fmt.Sprintf("corral-0000000000c%d-1", i)
+		bundle := t.TempDir()
+		_, daemonDone := startShimFrom(t, bin, ns, id, bundle, &syscall.SysProcAttr{})
+		var daemon []shimProc
+		require.Eventually(t, func() bool { daemon = findShims(ns)[id]; return len(daemon) == 1 }, 5*time.Second, 10*time.Millisecond)
+		actionDone := make(chan (<-chan struct{}), 1)
+		go func() { // containerd: its cleanup once the shim's connection closed
+			<-daemonDone
+			time.Sleep(delay)
+			_, done := startShimFor(t, 500*time.Millisecond, bin, ns, id, bundle, &syscall.SysProcAttr{}, "-publish-binary", "/usr/bin/containerd", "delete")
+			actionDone <- done
+		}()
+		e := &Executor{cfg: Config{Namespace: ns, StateDir: t.TempDir()}, oci: &ociRuntime{}}
+		require.NoError(t, e.removeOrphan(t.Context(), id, daemon, nil))
+		done := <-actionDone // started once the kill ended the daemon
+		select {
+		case <-done:
+		default:
+			t.Fatalf("removeOrphan returned while the delete action containerd started %s after the kill ran", delay)
+		}
+	}
 }
