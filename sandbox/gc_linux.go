@@ -462,7 +462,6 @@ func (e *Executor) reap(ctx context.Context, c containerd.Container) error {
 	if errdefs.IsNotFound(err) {
 		task, err = e.settleCreate(ctx, c)
 	}
-	deleted := false // the task, through containerd: its shim daemon exits
 	if err == nil {
 		_ = task.Kill(ctx, syscall.SIGKILL, containerd.WithKillAll)
 		if ch, err := task.Wait(ctx); err == nil {
@@ -474,7 +473,6 @@ func (e *Executor) reap(ctx context.Context, c containerd.Container) error {
 		if _, err := task.Delete(ctx, containerd.WithProcessKill); err != nil && !errdefs.IsNotFound(err) {
 			return fmt.Errorf("deleting task of %s: %w", c.ID(), err)
 		}
-		deleted = true
 	} else if !errdefs.IsNotFound(err) {
 		return fmt.Errorf("getting task of %s: %w", c.ID(), err)
 	}
@@ -482,9 +480,11 @@ func (e *Executor) reap(ctx context.Context, c containerd.Container) error {
 	// runtime's delete --force) may still run when there was no task to
 	// delete (a create its client's death aborted; containerd's task
 	// Delete returns after it): the record stays until it ended, so a
-	// gc that gives up finds the container again. A shim daemon left
-	// with no task is sweepOrphanShims's once the record is gone.
-	if err := awaitShimsGone(ctx, e.cfg.Namespace, c.ID(), deleted, 0, shimSettle); err != nil {
+	// gc that gives up finds the container again. A shim daemon still
+	// there (no task, or one whose Delete said NotFound) is
+	// sweepOrphanShims's once the record is gone: it kills it and waits
+	// for containerd's cleanup after it.
+	if err := awaitShimsGone(ctx, e.cfg.Namespace, c.ID(), false, 0, shimSettle); err != nil {
 		return err
 	}
 	// What the runtime's delete left of the cgroups (cgroups.remove).
