@@ -144,14 +144,14 @@ var errNotTheShim = errors.New("no longer the shim found")
 
 // openShim returns a pidfd (pidfd_open(2)) of the shim daemon findShims
 // found as sp. Its error wraps errNotTheShim when pid sp.pid no longer
-// names that daemon (an action never is one): it exited, and the pid may have gone to any other
-// process since. The pidfd is opened first, shimAt checks the process
-// again through /proc/PID, and then the pidfd must still name a live
-// process (pidfd_send_signal(2) with signal 0): a live process holds its
-// pid, so what shimAt read was the pidfd's process, provided /proc is of
-// this process's PID namespace (the pidfd's own pid, its fdinfo's, is
-// sp.pid; else an error). Signals sent through the pidfd reach that
-// process or none. Any other error (no pidfd: EMFILE, a seccomp filter,
+// names that daemon (an action never is one): it exited, and the pid may
+// have gone to any other process since. The pidfd is opened first,
+// shimAt checks the process again through /proc/PID, and then the pidfd
+// must still name a live process (pidfd_send_signal(2) with signal 0):
+// a live process holds its pid, so what shimAt read was the pidfd's
+// process, provided /proc is of this process's PID namespace (the
+// pidfd's own pid, its fdinfo's, is sp.pid; else an error). Signals sent
+// through the pidfd reach that process or none. Any other error (no pidfd: EMFILE, a seccomp filter,
 // a kernel before 5.3) leaves a shim that may still run.
 func openShim(sp shimProc, ns string) (int, error) {
 	fd, err := unix.PidfdOpen(sp.pid, 0)
