@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -638,4 +639,142 @@ func TestGCWaitsForWhatLandsJustAfterARound(t *testing.T) {
 	require.Contains(t, rep.Containers, id, "gc's report: the record that landed after the first round")
 	_, err = e.Client().LoadContainer(ctx, id)
 	require.True(t, errdefs.IsNotFound(err), "%s left after gc: %v", id, err)
+}
+
+// TestGCStrayRuntimeState: gc removes the runtime's state of a container
+// that no record names and no shim works on, what a runtime's
+// `delete --force` cut short leaves (containerd kills its cleanup after a
+// dead shim at io.containerd.timeout.shim.cleanup): here the state a
+// finished call's container had while it ran, put back once the call's
+// own cleanup removed it, under each runtime, through the runtime's own
+// delete. A running call's state is untouched and its call ends as it
+// would have; a second gc finds nothing.
+func TestGCStrayRuntimeState(t *testing.T) {
+	forEachRuntime(t, testGCStrayRuntimeState)
+}
+
+func testGCStrayRuntimeState(t *testing.T, rt testRuntime) {
+	state, err := os.MkdirTemp("", "corral-gc-it-")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = os.RemoveAll(state) })
+	e := rt.executor(t, func(cfg *sandbox.Config) { cfg.StateDir = state })
+	s := newSessionOn(t, e, hiddenRepo(t))
+	root := filepath.Join(state, rt.name, testutil.Namespace)
+
+	type outcome struct {
+		res *sandbox.Result
+		err error
+	}
+	call := func(d string) (<-chan outcome, string) {
+		done := make(chan outcome, 1)
+		go func() {
+			res, err := testutil.ExecWithoutPolicy(context.Background(), s, []string{"probe", "sleep", d}, nil, nil)
+			done <- outcome{res, err}
+		}()
+		return done, runningCall(t, e, s.ID)
+	}
+
+	// A call's container while it runs: its runtime state, kept.
+	done, stale := call("3s")
+	saved := t.TempDir()
+	var names []string
+	entries, err := os.ReadDir(root)
+	require.NoError(t, err)
+	for _, d := range entries {
+		if strings.Contains(d.Name(), stale) {
+			names = append(names, d.Name())
+			copyState(t, filepath.Join(root, d.Name()), filepath.Join(saved, d.Name()))
+		}
+	}
+	require.NotEmpty(t, names, "the runtime's state of the running %s in %s", stale, root)
+	out := <-done
+	require.NoError(t, out.err)
+	require.Equal(t, 0, out.res.ExitCode)
+	require.Eventually(t, func() bool { return len(runtimeLeftovers(t, rt, state, stale)) == 0 }, 30*time.Second, 100*time.Millisecond,
+		"the call's own cleanup of %s", stale)
+	// Put back: state with no record, no shim, no process.
+	for _, n := range names {
+		copyState(t, filepath.Join(saved, n), filepath.Join(root, n))
+	}
+	require.NotEmpty(t, runtimeLeftovers(t, rt, state, stale))
+
+	done, live := call("5s")
+	rep, err := e.GC(context.Background(), false)
+	require.NoError(t, err)
+	require.Equal(t, []string{stale}, rep.RuntimeStates, "gc's report: %+v", rep)
+	require.Empty(t, runtimeLeftovers(t, rt, state, stale), "left by %s after gc", rt.name)
+	var liveState []string
+	entries, err = os.ReadDir(root)
+	require.NoError(t, err)
+	for _, d := range entries {
+		if strings.Contains(d.Name(), live) {
+			liveState = append(liveState, d.Name())
+		}
+	}
+	require.NotEmpty(t, liveState, "the running call's state after gc")
+	out = <-done
+	require.NoError(t, out.err)
+	require.Equal(t, 0, out.res.ExitCode, "the call that ran during gc: %+v", out.res)
+
+	rep, err = e.GC(context.Background(), false)
+	require.NoError(t, err)
+	require.Empty(t, rep.RuntimeStates, "a second gc")
+}
+
+// runningCall returns the id of session sid's container running a
+// call's tool (its task running with more than its init).
+func runningCall(t *testing.T, e *sandbox.Executor, sid string) string {
+	t.Helper()
+	ctx := e.Context(context.Background())
+	filter := fmt.Sprintf("labels.%q==%q", sandbox.LabelSession, sid)
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		require.True(t, time.Now().Before(deadline), "the call's container never ran")
+		cs, err := e.Client().Containers(ctx, filter)
+		require.NoError(t, err)
+		for _, c := range cs {
+			task, err := c.Task(ctx, nil)
+			if err != nil {
+				continue
+			}
+			if st, err := task.Status(ctx); err != nil || st.Status != containerd.Running {
+				continue
+			}
+			if pids, err := task.Pids(ctx); err != nil || len(pids) < 2 {
+				continue // one started ahead: its init alone
+			}
+			return c.ID()
+		}
+	}
+}
+
+// copyState copies the file or directory tree src to dst: its
+// directories and regular files (a runtime's FIFOs and sockets are
+// skipped), with their permission bits.
+func copyState(t *testing.T, src, dst string) {
+	t.Helper()
+	require.NoError(t, filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(src, p)
+		if err != nil {
+			return err
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		to := filepath.Join(dst, rel)
+		switch {
+		case d.IsDir():
+			return os.MkdirAll(to, info.Mode().Perm())
+		case info.Mode().IsRegular():
+			data, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			return os.WriteFile(to, data, info.Mode().Perm())
+		}
+		return nil
+	}), "copying %s", src)
 }

@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -8,6 +9,7 @@ import (
 	"io/fs"
 	"maps"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -37,6 +39,11 @@ type GCReport struct {
 	// named (left by a runtime's delete, or by a crash before the
 	// cleanup that follows it): removed, with what ran in them.
 	Cgroups []string `json:"cgroups"`
+	// RuntimeStates are the container ids whose state in the runtime's
+	// root no container record named and no shim worked on (left by a
+	// runtime's `delete --force` cut short): removed through the
+	// runtime's delete (sweepRuntimeStates).
+	RuntimeStates []string `json:"runtime_states"`
 	// Sessions are the session directories removed: ephemeral sessions
 	// of dead processes and half-made ones (no complete record, nobody
 	// holding them).
@@ -52,6 +59,7 @@ func (r *GCReport) add(o *GCReport) {
 	r.FIFODirs = append(r.FIFODirs, o.FIFODirs...)
 	r.Mounts = append(r.Mounts, o.Mounts...)
 	r.Cgroups = append(r.Cgroups, o.Cgroups...)
+	r.RuntimeStates = append(r.RuntimeStates, o.RuntimeStates...)
 	r.Sessions = append(r.Sessions, o.Sessions...)
 	r.Pruned = append(r.Pruned, o.Pruned...)
 }
@@ -283,7 +291,109 @@ func (e *Executor) sweepContainers(ctx context.Context, force bool, cgroupWait t
 	cgroups, err := e.sweepCgroups(ctx, cgroupWait)
 	rep.Cgroups = cgroups
 	errs = append(errs, err)
+	states, err := e.sweepRuntimeStates(ctx)
+	rep.RuntimeStates = states
+	errs = append(errs, err)
 	return rep, errors.Join(errs...)
+}
+
+// sweepRuntimeStates removes the runtime's state (runtimeState) of the
+// containers in this executor's runtime root and namespace that no
+// container record names and no shim process works on, and returns their
+// ids. Such state is what a runtime's `delete --force` cut short left:
+// containerd bounds its cleanup after a dead shim
+// (io.containerd.timeout.shim.cleanup, 5 s by default) and kills the
+// shim's delete action at that bound, with the runtime under it; nothing
+// else ever looks there again. What ran in the container is gone with its
+// cgroups (sweepCgroups, before this). Each goes through the runtime's
+// own `delete --force` (the wrapper, for a wrapped runtime), bounded by
+// shimSettle; state the delete leaves is an error naming it. The states
+// are listed before the records: a runtime makes a container's state in
+// its create, after containerd made the record, and removes it in its
+// delete, before corral deletes the record. Nothing is done in a Pod
+// (Config.InPod): the root and the runtime binary are the node's paths,
+// run by the node's shim, not this process's.
+func (e *Executor) sweepRuntimeStates(ctx context.Context) ([]string, error) {
+	if e.oci == nil || e.oci.root == "" || e.cfg.InPod {
+		return nil, nil
+	}
+	dir := filepath.Join(e.oci.root, e.cfg.Namespace)
+	ids := runtimeStateIDs(dir)
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	cs, err := e.client.Containers(ctx)
+	if err != nil {
+		return nil, e.wrapContainerd("listing containers", err)
+	}
+	for _, c := range cs {
+		delete(ids, c.ID())
+	}
+	for id := range findShims(e.cfg.Namespace) {
+		delete(ids, id)
+	}
+	var removed []string
+	var errs []error
+	for _, id := range slices.Sorted(maps.Keys(ids)) {
+		if _, err := e.client.LoadContainer(ctx, id); !errdefs.IsNotFound(err) {
+			continue // made since the listing, or containerd did not say
+		}
+		if len(findShims(e.cfg.Namespace)[id]) > 0 {
+			continue
+		}
+		if err := e.deleteRuntimeState(ctx, dir, id); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		removed = append(removed, id)
+	}
+	return removed, errors.Join(errs...)
+}
+
+// runtimeStateIDs returns the container ids (isContainerID) that have
+// state in dir, a runtime's root for one namespace: runc's and crun's
+// directories named by the id, runsc's files <sandbox id>_sandbox:<id>.state.
+func runtimeStateIDs(dir string) map[string]bool {
+	ids := map[string]bool{}
+	entries, _ := os.ReadDir(dir)
+	for _, d := range entries {
+		name := d.Name()
+		if _, after, ok := strings.Cut(name, "_sandbox:"); ok && strings.HasSuffix(after, ".state") {
+			name = strings.TrimSuffix(after, ".state")
+		} else if !d.IsDir() {
+			continue
+		}
+		if isContainerID(name) {
+			ids[name] = true
+		}
+	}
+	return ids
+}
+
+// deleteRuntimeState runs the runtime's `delete --force` of container id
+// with root dir, as the runc v2 shim does (`<binary> --root DIR delete
+// --force ID`), bounded by shimSettle, and checks that none of its state
+// is left.
+func (e *Executor) deleteRuntimeState(ctx context.Context, dir, id string) error {
+	bin := cmp.Or(e.oci.binary, "runc") // the shim's default
+	if e.oci.info.Wrapped() {
+		p, err := e.oci.wrapperPath(e.cfg.StateDir)
+		if err != nil {
+			return err
+		}
+		bin = p
+	}
+	dctx, cancel := context.WithTimeout(ctx, shimSettle)
+	defer cancel()
+	cmd := exec.CommandContext(dctx, bin, "--root", dir, "delete", "--force", id)
+	cmd.WaitDelay = time.Second
+	out, runErr := cmd.CombinedOutput()
+	out = out[:min(len(out), 512)]
+	if left := runtimeState(e.oci.root, e.cfg.Namespace, id); len(left) > 0 {
+		return fmt.Errorf("the runtime's state %s is left after `%s delete --force %s` (%v): %s",
+			strings.Join(left, ", "), filepath.Base(bin), id, runErr, strings.Join(strings.Fields(string(out)), " "))
+	}
+	return nil
 }
 
 // sweepCgroups removes (cgroups.remove: with what still runs in them) the

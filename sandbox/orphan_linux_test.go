@@ -47,3 +47,20 @@ func TestRuntimeState(t *testing.T) {
 	require.Empty(t, runtimeState(root, "ns", "corral-c-3"))
 	require.Empty(t, runtimeState("", "ns", "corral-a-1"))
 }
+
+func TestRuntimeStateIDs(t *testing.T) {
+	dir := t.TempDir()
+	for _, d := range []string{"corral-0000000000a1-1", "not-corral", "corral-0000000000a2-1_sandbox:corral-0000000000a2-1.state"} {
+		require.NoError(t, os.Mkdir(filepath.Join(dir, d), 0o700))
+	}
+	for _, f := range []string{
+		"corral-0000000000a3-1_sandbox:corral-0000000000a3-1.state", "corral-0000000000a3-1_sandbox:corral-0000000000a3-1.lock",
+		"corral-0000000000a4-1_sandbox:corral-0000000000a4-1.lock", // no state: the delete's end
+		"corral-0000000000a5-1", // a file, not runc's directory
+		"x_sandbox:..etc.state",
+	} {
+		require.NoError(t, os.WriteFile(filepath.Join(dir, f), nil, 0o600))
+	}
+	require.Equal(t, map[string]bool{"corral-0000000000a1-1": true, "corral-0000000000a2-1": true, "corral-0000000000a3-1": true}, runtimeStateIDs(dir))
+	require.Empty(t, runtimeStateIDs(filepath.Join(dir, "missing")))
+}

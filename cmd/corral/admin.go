@@ -228,10 +228,13 @@ processes left, cheaply; gc is the explicit, complete form.`,
 					fmt.Fprintf(cmd.OutOrStdout(), "recovered %d interrupted apply(s)\n", len(applies))
 				}
 				if rep != nil {
-					fmt.Fprintf(cmd.OutOrStdout(), "removed %d containers, %d leases, %d FIFO directories, %d mounts, %d session directories, %d stray cgroups\n",
-						len(rep.Containers), len(rep.Leases), len(rep.FIFODirs), len(rep.Mounts), len(rep.Sessions), len(rep.Cgroups))
+					fmt.Fprintf(cmd.OutOrStdout(), "removed %d containers, %d leases, %d FIFO directories, %d mounts, %d session directories, %d stray cgroups, %d stray runtime states\n",
+						len(rep.Containers), len(rep.Leases), len(rep.FIFODirs), len(rep.Mounts), len(rep.Sessions), len(rep.Cgroups), len(rep.RuntimeStates))
 					if len(rep.Cgroups) > 0 {
 						fmt.Fprintf(cmd.OutOrStdout(), "cgroups of no container: %s\n", strings.Join(rep.Cgroups, " "))
+					}
+					if len(rep.RuntimeStates) > 0 {
+						fmt.Fprintf(cmd.OutOrStdout(), "runtime states of no container: %s\n", strings.Join(rep.RuntimeStates, " "))
 					}
 					for _, p := range rep.Pruned {
 						fmt.Fprintf(cmd.OutOrStdout(), "expired: %s\n", describeEnded(p))
@@ -257,7 +260,7 @@ func gcReportForJSON(rep *sandbox.GCReport) *sandbox.GCReport {
 	if rep != nil {
 		r = *rep
 	}
-	for _, l := range []*[]string{&r.Containers, &r.Leases, &r.FIFODirs, &r.Mounts, &r.Cgroups, &r.Sessions} {
+	for _, l := range []*[]string{&r.Containers, &r.Leases, &r.FIFODirs, &r.Mounts, &r.Cgroups, &r.RuntimeStates, &r.Sessions} {
 		if *l == nil {
 			*l = []string{}
 		}

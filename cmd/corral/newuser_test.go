@@ -15,7 +15,7 @@ func TestGCJSONListsAreArrays(t *testing.T) {
 	stdout, _, code := runCLI(t, "--address", "/nonexistent/containerd.sock", "--state-dir", t.TempDir(), "gc", "--json")
 	require.Equal(t, exitFailed, code)
 	v := jsonOut(t, stdout)
-	for _, k := range []string{"containers", "leases", "fifo_dirs", "mounts", "cgroups", "sessions", "pruned", "applies"} {
+	for _, k := range []string{"containers", "leases", "fifo_dirs", "mounts", "cgroups", "runtime_states", "sessions", "pruned", "applies"} {
 		require.Equal(t, []any{}, v[k], "%s in %s", k, stdout)
 	}
 }

@@ -753,9 +753,9 @@ func (b *sandboxBackend) Recover(ctx context.Context) error {
 		fmt.Fprintf(b.log, "corral daemon: interrupted apply %s to %s: %s\n", r.TxID, r.Repo, r.Outcome)
 	}
 	rep, gerr := b.exec.GC(ctx, false)
-	if rep != nil && len(rep.Containers)+len(rep.Leases)+len(rep.Mounts)+len(rep.Sessions)+len(rep.Cgroups) > 0 {
-		fmt.Fprintf(b.log, "corral daemon: removed what a crash left: %d containers, %d leases, %d mounts, %d session directories, %d stray cgroups\n",
-			len(rep.Containers), len(rep.Leases), len(rep.Mounts), len(rep.Sessions), len(rep.Cgroups))
+	if rep != nil && len(rep.Containers)+len(rep.Leases)+len(rep.Mounts)+len(rep.Sessions)+len(rep.Cgroups)+len(rep.RuntimeStates) > 0 {
+		fmt.Fprintf(b.log, "corral daemon: removed what a crash left: %d containers, %d leases, %d mounts, %d session directories, %d stray cgroups, %d stray runtime states\n",
+			len(rep.Containers), len(rep.Leases), len(rep.Mounts), len(rep.Sessions), len(rep.Cgroups), len(rep.RuntimeStates))
 	}
 	return errors.Join(err, gerr)
 }
@@ -773,6 +773,9 @@ func (b *sandboxBackend) Sweep(ctx context.Context) ([]string, error) {
 	}
 	if rep != nil && len(rep.Cgroups) > 0 {
 		out = append(out, fmt.Sprintf("removed the cgroups of %d containers no record names: %s", len(rep.Cgroups), strings.Join(rep.Cgroups, " ")))
+	}
+	if rep != nil && len(rep.RuntimeStates) > 0 {
+		out = append(out, fmt.Sprintf("removed the runtime's state of %d containers no record names: %s", len(rep.RuntimeStates), strings.Join(rep.RuntimeStates, " ")))
 	}
 	return out, errors.Join(err, serr)
 }
