@@ -642,12 +642,13 @@ func TestGCWaitsForWhatLandsJustAfterARound(t *testing.T) {
 }
 
 // TestGCStrayRuntimeState: gc removes the runtime's state of a container
-// that no record names and no shim works on, what a runtime's
-// `delete --force` cut short leaves (containerd kills its cleanup after a
-// dead shim at io.containerd.timeout.shim.cleanup): here the state a
-// finished call's container had while it ran, put back once the call's
-// own cleanup removed it, under each runtime, through the runtime's own
-// delete. A running call's state is untouched and its call ends as it
+// of which nothing else is left (no record, task, shim, cgroup or process
+// naming it), what a runtime's delete cut short leaves (containerd kills
+// its cleanup after a dead shim at io.containerd.timeout.shim.cleanup):
+// here the state a finished call's container had while it ran, put back
+// once the call's own cleanup removed it, under each runtime. While a
+// process names the id (a runtime's delete still running) the state
+// stays. A running call's state is untouched and its call ends as it
 // would have; a second gc finds nothing.
 func TestGCStrayRuntimeState(t *testing.T) {
 	forEachRuntime(t, testGCStrayRuntimeState)
@@ -698,8 +699,20 @@ func testGCStrayRuntimeState(t *testing.T, rt testRuntime) {
 	}
 	require.NotEmpty(t, runtimeLeftovers(t, rt, state, stale))
 
-	done, live := call("5s")
+	// A process with the id among its arguments, as a runtime's delete
+	// that outlived containerd's cleanup has: the state stays.
+	runtimeLike := exec.Command("sh", "-c", "sleep 300", stale)
+	require.NoError(t, runtimeLike.Start())
+	t.Cleanup(func() { _ = runtimeLike.Process.Kill(); _ = runtimeLike.Wait() })
 	rep, err := e.GC(context.Background(), false)
+	require.NoError(t, err)
+	require.Empty(t, rep.RuntimeStates, "gc's report while a process names %s", stale)
+	require.NotEmpty(t, runtimeLeftovers(t, rt, state, stale))
+	require.NoError(t, runtimeLike.Process.Kill())
+	_ = runtimeLike.Wait()
+
+	done, live := call("5s")
+	rep, err = e.GC(context.Background(), false)
 	require.NoError(t, err)
 	require.Equal(t, []string{stale}, rep.RuntimeStates, "gc's report: %+v", rep)
 	require.Empty(t, runtimeLeftovers(t, rt, state, stale), "left by %s after gc", rt.name)

@@ -1,7 +1,6 @@
 package sandbox
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -9,7 +8,6 @@ import (
 	"io/fs"
 	"maps"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -18,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/containerd/containerd/api/services/tasks/v1"
 	containerd "github.com/containerd/containerd/v2/client"
 	"github.com/containerd/containerd/v2/core/leases"
 	"github.com/containerd/containerd/v2/pkg/cio"
@@ -40,9 +39,8 @@ type GCReport struct {
 	// cleanup that follows it): removed, with what ran in them.
 	Cgroups []string `json:"cgroups"`
 	// RuntimeStates are the container ids whose state in the runtime's
-	// root no container record named and no shim worked on (left by a
-	// runtime's `delete --force` cut short): removed through the
-	// runtime's delete (sweepRuntimeStates).
+	// root was all that was left of them (a runtime's delete cut short):
+	// its files removed (sweepRuntimeStates).
 	RuntimeStates []string `json:"runtime_states"`
 	// Sessions are the session directories removed: ephemeral sessions
 	// of dead processes and half-made ones (no complete record, nobody
@@ -298,21 +296,22 @@ func (e *Executor) sweepContainers(ctx context.Context, force bool, cgroupWait t
 }
 
 // sweepRuntimeStates removes the runtime's state (runtimeState) of the
-// containers in this executor's runtime root and namespace that no
-// container record names and no shim process works on, and returns their
-// ids. Such state is what a runtime's `delete --force` cut short left:
-// containerd bounds its cleanup after a dead shim
-// (io.containerd.timeout.shim.cleanup, 5 s by default) and kills the
-// shim's delete action at that bound, with the runtime under it; nothing
-// else ever looks there again. What ran in the container is gone with its
-// cgroups (sweepCgroups, before this). Each goes through the runtime's
-// own `delete --force` (the wrapper, for a wrapped runtime), bounded by
-// shimSettle; state the delete leaves is an error naming it. The states
-// are listed before the records: a runtime makes a container's state in
-// its create, after containerd made the record, and removes it in its
-// delete, before corral deletes the record. Nothing is done in a Pod
-// (Config.InPod): the root and the runtime binary are the node's paths,
-// run by the node's shim, not this process's.
+// containers in this executor's runtime root and namespace of which
+// nothing is left anywhere else, and returns their ids: no container
+// record, no task in containerd's task list, no shim process (findShims:
+// daemons and actions), no cgroup (cgroups.ids) and no process with the
+// id among its arguments (a runtime's delete that outlived the shim
+// action containerd killed). Such state is what a runtime's delete cut
+// short left: containerd bounds its cleanup after a dead shim
+// (io.containerd.timeout.shim.cleanup, 5 s by default); nothing else ever
+// looks there again. The files go by hand, never through the runtime's
+// `delete --force`: runsc's kills the sandbox and gofer pids its state
+// recorded without checking that they are still those processes, and a
+// state found days later names pids reused since. The states are listed
+// before the records and tasks: a runtime makes a container's state in
+// its create, after containerd made the record and the shim. Nothing is
+// done in a Pod (Config.InPod): the root is the node's, and the node's
+// processes and tasks are not all this process's to see.
 func (e *Executor) sweepRuntimeStates(ctx context.Context) ([]string, error) {
 	if e.oci == nil || e.oci.root == "" || e.cfg.InPod {
 		return nil, nil
@@ -329,8 +328,23 @@ func (e *Executor) sweepRuntimeStates(ctx context.Context) ([]string, error) {
 	for _, c := range cs {
 		delete(ids, c.ID())
 	}
+	ts, err := e.client.TaskService().List(ctx, &tasks.ListTasksRequest{})
+	if err != nil {
+		return nil, e.wrapContainerd("listing tasks", err)
+	}
+	for _, t := range ts.GetTasks() {
+		delete(ids, t.GetID())
+	}
 	for id := range findShims(e.cfg.Namespace) {
 		delete(ids, id)
+	}
+	for id := range e.cgroups.ids(e.cfg.Namespace) {
+		delete(ids, id)
+	}
+	if len(ids) > 0 {
+		for id := range processesNaming(ids) {
+			delete(ids, id)
+		}
 	}
 	var removed []string
 	var errs []error
@@ -338,17 +352,48 @@ func (e *Executor) sweepRuntimeStates(ctx context.Context) ([]string, error) {
 		if _, err := e.client.LoadContainer(ctx, id); !errdefs.IsNotFound(err) {
 			continue // made since the listing, or containerd did not say
 		}
-		if len(findShims(e.cfg.Namespace)[id]) > 0 {
-			continue
+		left := runtimeState(e.oci.root, e.cfg.Namespace, id)
+		if len(left) == 0 {
+			continue // a delete that ended meanwhile
 		}
-		if err := e.deleteRuntimeState(ctx, dir, id); err != nil {
-			errs = append(errs, err)
+		var rmErrs []error
+		for _, p := range left {
+			if err := os.RemoveAll(p); err != nil {
+				rmErrs = append(rmErrs, err)
+			}
+		}
+		if err := errors.Join(rmErrs...); err != nil {
+			errs = append(errs, fmt.Errorf("removing the runtime's state of %s: %w", id, err))
 			continue
 		}
 		removed = append(removed, id)
 	}
 	return removed, errors.Join(errs...)
 }
+
+// processesNaming returns those of ids that a process of this PID
+// namespace has as one of its arguments (/proc/PID/cmdline, read up to
+// maxRuntimeCmdline bytes).
+func processesNaming(ids map[string]bool) map[string]bool {
+	named := map[string]bool{}
+	procs, _ := filepath.Glob("/proc/[0-9]*")
+	for _, p := range procs {
+		data, err := readAtMost(filepath.Join(p, "cmdline"), maxRuntimeCmdline)
+		if err != nil {
+			continue
+		}
+		for _, arg := range strings.Split(string(data), "\x00") {
+			if ids[arg] {
+				named[arg] = true
+			}
+		}
+	}
+	return named
+}
+
+// maxRuntimeCmdline bounds processesNaming's read of a command line: a
+// runtime's (runsc's with its flags) is under 2 KiB.
+const maxRuntimeCmdline = 64 << 10
 
 // runtimeStateIDs returns the container ids (isContainerID) that have
 // state in dir, a runtime's root for one namespace: runc's and crun's
@@ -368,32 +413,6 @@ func runtimeStateIDs(dir string) map[string]bool {
 		}
 	}
 	return ids
-}
-
-// deleteRuntimeState runs the runtime's `delete --force` of container id
-// with root dir, as the runc v2 shim does (`<binary> --root DIR delete
-// --force ID`), bounded by shimSettle, and checks that none of its state
-// is left.
-func (e *Executor) deleteRuntimeState(ctx context.Context, dir, id string) error {
-	bin := cmp.Or(e.oci.binary, "runc") // the shim's default
-	if e.oci.info.Wrapped() {
-		p, err := e.oci.wrapperPath(e.cfg.StateDir)
-		if err != nil {
-			return err
-		}
-		bin = p
-	}
-	dctx, cancel := context.WithTimeout(ctx, shimSettle)
-	defer cancel()
-	cmd := exec.CommandContext(dctx, bin, "--root", dir, "delete", "--force", id)
-	cmd.WaitDelay = time.Second
-	out, runErr := cmd.CombinedOutput()
-	out = out[:min(len(out), 512)]
-	if left := runtimeState(e.oci.root, e.cfg.Namespace, id); len(left) > 0 {
-		return fmt.Errorf("the runtime's state %s is left after `%s delete --force %s` (%v): %s",
-			strings.Join(left, ", "), filepath.Base(bin), id, runErr, strings.Join(strings.Fields(string(out)), " "))
-	}
-	return nil
 }
 
 // sweepCgroups removes (cgroups.remove: with what still runs in them) the

@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"testing"
 
@@ -63,4 +64,13 @@ func TestRuntimeStateIDs(t *testing.T) {
 	}
 	require.Equal(t, map[string]bool{"corral-0000000000a1-1": true, "corral-0000000000a2-1": true, "corral-0000000000a3-1": true}, runtimeStateIDs(dir))
 	require.Empty(t, runtimeStateIDs(filepath.Join(dir, "missing")))
+}
+
+func TestProcessesNaming(t *testing.T) {
+	id := "corral-0000000000e1-1"
+	cmd := exec.Command("sh", "-c", "sleep 60", id)
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	other := "corral-0000000000e2-1"
+	require.Equal(t, map[string]bool{id: true}, processesNaming(map[string]bool{id: true, other: true}))
 }
