@@ -154,10 +154,12 @@ func (e *Executor) GC(ctx context.Context, force bool) (*GCReport, error) {
 // SweepContainers reaps the containers and leases of this state
 // directory whose owner is dead or whose deadline passed, the FIFO
 // directories of containers that are gone, and the cgroups of the
-// namespace that no container names (sweepCgroups). Every Connect runs
-// it once; it costs two list calls and a read of the namespace's
-// cgroup directories when nothing is overdue (three list calls when
-// another container's cgroup is there).
+// namespace that no container names (sweepCgroups), and the runtime's
+// state of containers of which nothing else is left
+// (sweepRuntimeStates). Every Connect runs it once; it costs two list
+// calls, a read of the namespace's cgroup directories and one of the
+// runtime's state root when nothing is overdue (a container list more
+// for each of the last two when another container is there).
 func (e *Executor) SweepContainers(ctx context.Context) (*GCReport, error) {
 	if _, err := e.Connect(ctx); err != nil {
 		return &GCReport{}, err
@@ -328,6 +330,19 @@ func (e *Executor) sweepRuntimeStates(ctx context.Context) ([]string, error) {
 	for _, c := range cs {
 		delete(ids, c.ID())
 	}
+	// Each step only takes ids away: the cheap ones first, so that a
+	// sweep with nothing stale (live containers only) ends after the
+	// record listing, and containerd's task list (a State call to each
+	// shim) is asked only for what is left.
+	for id := range findShims(e.cfg.Namespace) {
+		delete(ids, id)
+	}
+	for id := range e.cgroups.ids(e.cfg.Namespace) {
+		delete(ids, id)
+	}
+	if len(ids) == 0 {
+		return nil, nil
+	}
 	ts, err := e.client.TaskService().List(ctx, &tasks.ListTasksRequest{})
 	if err != nil {
 		return nil, e.wrapContainerd("listing tasks", err)
@@ -335,16 +350,8 @@ func (e *Executor) sweepRuntimeStates(ctx context.Context) ([]string, error) {
 	for _, t := range ts.GetTasks() {
 		delete(ids, t.GetID())
 	}
-	for id := range findShims(e.cfg.Namespace) {
+	for id := range processesNaming(ids) {
 		delete(ids, id)
-	}
-	for id := range e.cgroups.ids(e.cfg.Namespace) {
-		delete(ids, id)
-	}
-	if len(ids) > 0 {
-		for id := range processesNaming(ids) {
-			delete(ids, id)
-		}
 	}
 	var removed []string
 	var errs []error
@@ -371,9 +378,10 @@ func (e *Executor) sweepRuntimeStates(ctx context.Context) ([]string, error) {
 	return removed, errors.Join(errs...)
 }
 
-// processesNaming returns those of ids that a process of this PID
+// processesNaming returns those of ids that a root process of this PID
 // namespace has as one of its arguments (/proc/PID/cmdline, read up to
-// maxRuntimeCmdline bytes).
+// maxRuntimeCmdline bytes): a runtime runs as root, and another user's
+// process naming an id keeps nothing.
 func processesNaming(ids map[string]bool) map[string]bool {
 	named := map[string]bool{}
 	procs, _ := filepath.Glob("/proc/[0-9]*")
@@ -383,7 +391,7 @@ func processesNaming(ids map[string]bool) map[string]bool {
 			continue
 		}
 		for _, arg := range strings.Split(string(data), "\x00") {
-			if ids[arg] {
+			if ids[arg] && rootOwned(p) {
 				named[arg] = true
 			}
 		}
@@ -393,18 +401,19 @@ func processesNaming(ids map[string]bool) map[string]bool {
 
 // maxRuntimeCmdline bounds processesNaming's read of a command line: a
 // runtime's (runsc's with its flags) is under 2 KiB.
-const maxRuntimeCmdline = 64 << 10
+const maxRuntimeCmdline = 4 << 10
 
 // runtimeStateIDs returns the container ids (isContainerID) that have
 // state in dir, a runtime's root for one namespace: runc's and crun's
-// directories named by the id, runsc's files <sandbox id>_sandbox:<id>.state.
+// directories named by the id, runsc's files <sandbox id>_sandbox:<id>.state
+// and .lock (a delete cut short may leave the lock alone).
 func runtimeStateIDs(dir string) map[string]bool {
 	ids := map[string]bool{}
 	entries, _ := os.ReadDir(dir)
 	for _, d := range entries {
 		name := d.Name()
-		if _, after, ok := strings.Cut(name, "_sandbox:"); ok && strings.HasSuffix(after, ".state") {
-			name = strings.TrimSuffix(after, ".state")
+		if _, after, ok := strings.Cut(name, "_sandbox:"); ok && !d.IsDir() && (strings.HasSuffix(after, ".state") || strings.HasSuffix(after, ".lock")) {
+			name = strings.TrimSuffix(strings.TrimSuffix(after, ".state"), ".lock")
 		} else if !d.IsDir() {
 			continue
 		}

@@ -56,13 +56,13 @@ func TestRuntimeStateIDs(t *testing.T) {
 	}
 	for _, f := range []string{
 		"corral-0000000000a3-1_sandbox:corral-0000000000a3-1.state", "corral-0000000000a3-1_sandbox:corral-0000000000a3-1.lock",
-		"corral-0000000000a4-1_sandbox:corral-0000000000a4-1.lock", // no state: the delete's end
+		"corral-0000000000a4-1_sandbox:corral-0000000000a4-1.lock", // a lock alone: a delete cut short
 		"corral-0000000000a5-1", // a file, not runc's directory
 		"x_sandbox:..etc.state",
 	} {
 		require.NoError(t, os.WriteFile(filepath.Join(dir, f), nil, 0o600))
 	}
-	require.Equal(t, map[string]bool{"corral-0000000000a1-1": true, "corral-0000000000a2-1": true, "corral-0000000000a3-1": true}, runtimeStateIDs(dir))
+	require.Equal(t, map[string]bool{"corral-0000000000a1-1": true, "corral-0000000000a3-1": true, "corral-0000000000a4-1": true}, runtimeStateIDs(dir))
 	require.Empty(t, runtimeStateIDs(filepath.Join(dir, "missing")))
 }
 

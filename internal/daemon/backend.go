@@ -775,7 +775,7 @@ func (b *sandboxBackend) Sweep(ctx context.Context) ([]string, error) {
 		out = append(out, fmt.Sprintf("removed the cgroups of %d containers no record names: %s", len(rep.Cgroups), strings.Join(rep.Cgroups, " ")))
 	}
 	if rep != nil && len(rep.RuntimeStates) > 0 {
-		out = append(out, fmt.Sprintf("removed the runtime's state of %d containers no record names: %s", len(rep.RuntimeStates), strings.Join(rep.RuntimeStates, " ")))
+		out = append(out, fmt.Sprintf("removed the runtime's state of %d containers nothing else was left of: %s", len(rep.RuntimeStates), strings.Join(rep.RuntimeStates, " ")))
 	}
 	return out, errors.Join(err, serr)
 }
