@@ -382,27 +382,7 @@ func testGCStrayCgroups(t *testing.T, rt testRuntime) {
 		done <- outcome{res, err}
 	}()
 	// The call's container, running the tool, and its cgroups.
-	ctx := e.Context(context.Background())
-	filter := fmt.Sprintf("labels.%q==%q", sandbox.LabelSession, s.ID)
-	var live []string
-	for deadline := time.Now().Add(60 * time.Second); live == nil; time.Sleep(100 * time.Millisecond) {
-		require.True(t, time.Now().Before(deadline), "the call's container never ran")
-		cs, err := e.Client().Containers(ctx, filter)
-		require.NoError(t, err)
-		for _, c := range cs {
-			task, err := c.Task(ctx, nil)
-			if err != nil {
-				continue
-			}
-			if st, err := task.Status(ctx); err != nil || st.Status != containerd.Running {
-				continue
-			}
-			if pids, err := task.Pids(ctx); err != nil || len(pids) < 2 {
-				continue // one started ahead: its init alone
-			}
-			live = containerCgroups(t, c.ID())
-		}
-	}
+	live := containerCgroups(t, runningCall(t, e, s.ID))
 	require.NotEmpty(t, live, "the running call's cgroups")
 
 	// Two cgroups named like containers of a session of this test that

@@ -323,19 +323,12 @@ func (e *Executor) sweepRuntimeStates(ctx context.Context) ([]string, error) {
 	if len(ids) == 0 {
 		return nil, nil
 	}
-	cs, err := e.client.Containers(ctx)
-	if err != nil {
-		return nil, e.wrapContainerd("listing containers", err)
-	}
-	for _, c := range cs {
-		delete(ids, c.ID())
-	}
 	// Each step only takes ids away: the cheap ones first, so that a
 	// sweep with nothing stale (live containers only) ends after the
 	// record listing, and containerd's task list (a State call to each
 	// shim) is asked only for what is left.
-	for id := range findShims(e.cfg.Namespace) {
-		delete(ids, id)
+	if err := e.dropReachable(ctx, ids); err != nil {
+		return nil, err
 	}
 	for id := range e.cgroups.ids(e.cfg.Namespace) {
 		delete(ids, id)
@@ -444,15 +437,8 @@ func (e *Executor) sweepCgroups(ctx context.Context, wait time.Duration) ([]stri
 	if len(ids) == 0 {
 		return nil, nil
 	}
-	cs, err := e.client.Containers(ctx)
-	if err != nil {
-		return nil, e.wrapContainerd("listing containers", err)
-	}
-	for _, c := range cs {
-		delete(ids, c.ID())
-	}
-	for id := range findShims(e.cfg.Namespace) {
-		delete(ids, id)
+	if err := e.dropReachable(ctx, ids); err != nil {
+		return nil, err
 	}
 	var removed []string
 	var errs []error
@@ -467,6 +453,24 @@ func (e *Executor) sweepCgroups(ctx context.Context, wait time.Duration) ([]stri
 		removed = append(removed, id)
 	}
 	return removed, errors.Join(errs...)
+}
+
+// dropReachable takes away from ids those that a container record of the
+// namespace names, whatever its state directory, or a shim process
+// (findShims: daemons and actions) works on: the sweeps of what no one
+// can reach anymore (sweepCgroups, sweepRuntimeStates) leave them alone.
+func (e *Executor) dropReachable(ctx context.Context, ids map[string]bool) error {
+	cs, err := e.client.Containers(ctx)
+	if err != nil {
+		return e.wrapContainerd("listing containers", err)
+	}
+	for _, c := range cs {
+		delete(ids, c.ID())
+	}
+	for id := range findShims(e.cfg.Namespace) {
+		delete(ids, id)
+	}
+	return nil
 }
 
 // sweepFIFOs removes the FIFO directories (cio.WithFIFODir: one per task,
